@@ -1,0 +1,47 @@
+# The two commands: `make figures` (set-up + the main job) and `make test` (the test suite).
+# Both bootstrap .venv from requirements.txt and check/install the system packages first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= 1
+BUILD_TEST := .build/engine-test
+BUILD_ASAN := .build/engine-asan
+
+.PHONY: figures test test-python test-engine test-engine-release test-engine-asan sysdeps venv bench clean
+
+figures: sysdeps venv
+	$(BIN)/snakemake --cores $(CORES) --profile workflow/profiles/default figures
+
+test: sysdeps venv test-engine test-python
+
+sysdeps:
+	@workflow/scripts/system-deps.sh
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	@touch $@
+
+test-engine: test-engine-release test-engine-asan
+
+test-engine-release: sysdeps
+	cmake -S engine -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD_TEST) -j2
+	cd $(BUILD_TEST) && ctest --output-on-failure
+
+test-engine-asan: sysdeps
+	cmake -S engine -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=address,undefined >/dev/null
+	cmake --build $(BUILD_ASAN) -j2
+	cd $(BUILD_ASAN) && ctest --output-on-failure
+
+test-python: venv
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
+
+clean:
+	rm -rf .build .snakemake results figures claims

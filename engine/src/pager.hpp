@@ -1,0 +1,186 @@
+// Pager: a userfaultfd region with stable addresses that replaces a file mapping.
+//
+// The region is an anonymous private mapping of the file size rounded up to chunks,
+// registered in MISSING mode. One pager thread reads the userfaultfd: a fault on an absent
+// chunk makes room within the budget (the Policy picks victims among chunks with zero live
+// consumers; eviction is MADV_DONTNEED), reads the chunk through the Source into its
+// window and publishes it with UFFDIO_COPY, which wakes every thread waiting on it.
+// Everything the kernel does to the region is decided here, so the budget is exact:
+// resident chunks never exceed budget_chunks.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "latency.hpp"
+#include "policy.hpp"
+#include "signal_audit.hpp"
+#include "source.hpp"
+#include "trace.hpp"
+#include "uffd.hpp"
+
+namespace resid {
+
+struct PagerConfig {
+  uint64_t chunk_size = 2u << 20;  // multiple of the page size
+  uint64_t budget_chunks = 0;      // >= 1
+  uint32_t prefetch_depth = 0;     // candidates asked of the policy per prefetch decision
+  bool eager_reconcile = false;    // mincore check after every fill and eviction
+  double watchdog_s = 60;          // a fault unserved this long fails the pager
+};
+
+struct PagerStats {
+  uint64_t demand_fills = 0, prefetch_fills = 0, prefetch_used = 0, evictions = 0;
+  uint64_t faults_handled = 0, spurious_faults = 0, signals = 0, signals_out_of_order = 0;
+  uint64_t resident_chunks = 0, max_resident_chunks = 0;
+  uint64_t reconcile_checks = 0, reconcile_mismatches = 0;
+  uint64_t max_present_pages = 0;  // most pages mincore saw present at one check
+  uint64_t unmap_events = 0, unmapped_chunks = 0, copy_retries = 0;
+  uint64_t fault_count = 0, fault_p50_ns = 0, fault_p99_ns = 0, fault_max_ns = 0;
+  uint64_t fill_count = 0, fill_p50_ns = 0, fill_p99_ns = 0, fill_max_ns = 0;
+};
+
+class Pager {
+ public:
+  // Maps and registers the region (throws InputError if userfaultfd is unavailable or the
+  // configuration is invalid). The pager thread starts with start().
+  Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, PagerConfig cfg,
+        Trace* trace = nullptr);
+  ~Pager();
+  Pager(const Pager&) = delete;
+  Pager& operator=(const Pager&) = delete;
+
+  void start();
+  // Drain: serve every pending fault; `quiesce` (if given) runs on the calling thread while
+  // the pager still serves (e.g. join the threads that use the region). Then mprotect
+  // (PROT_NONE) and UFFDIO_UNREGISTER so a late access dies with SIGSEGV instead of
+  // reading a zero page, and join the pager thread. Idempotent.
+  void shutdown(const std::function<void()>& quiesce = {});
+
+  const std::byte* base() const { return base_; }
+  uint64_t file_bytes() const { return file_bytes_; }
+  uint64_t chunk_size() const { return cfg_.chunk_size; }
+  uint32_t chunks() const { return chunks_; }
+  uint64_t budget_chunks() const { return cfg_.budget_chunks; }
+  // Bytes of chunk c that hold file data, page rounded (the tail chunk may be short).
+  uint64_t chunk_length(ChunkId c) const;
+  UffdMode uffd_mode() const { return uffd_.mode(); }
+  const Source& source() const { return *source_; }
+
+  // Consumers: a chunk with a live consumer is never evicted.
+  void enter(ChunkId c);
+  void leave(ChunkId c);
+  // Consumption signal: the chunk of global step `cursor` was consumed.
+  void signal(uint64_t cursor);
+  // The step events are attributed to in the trace.
+  void set_step(uint64_t step);
+  // signal(cursor) (if any) and set_step(next) as one atomic update, so no pager decision
+  // can see the new cursor with the old step.
+  void step_boundary(std::optional<uint64_t> cursor, uint64_t next_step);
+
+  // Was chunk c demand-filled while `step` was current?
+  bool demand_filled_in(ChunkId c, uint64_t step) const;
+  bool resident(ChunkId c) const;
+  uint64_t fills_of(ChunkId c) const;
+
+  bool failed() const { return failed_.load(); }
+  std::string error() const;
+  // Called once, from the pager thread, when the pager fails (watchdog, rejected read...).
+  void set_failure_callback(std::function<void()> cb);
+
+  PagerStats stats() const;
+  SourceStats source_stats() const;
+  SignalAudit audit() const;
+  std::vector<ChunkId> resident_set() const;
+
+  // Hold the fault loop (faults queue up unserved); shutdown() releases it. For tests.
+  void pause(bool on);
+  // Number of fault messages read and not yet served.
+  size_t pending_faults() const;
+  // One reconcile check now; returns the mismatching chunks it found.
+  uint64_t reconcile_now();
+
+ private:
+  enum class State : uint8_t { Absent, Filling, Resident };
+  struct PendingFault {
+    uintptr_t addr;
+    uint64_t t_read_ns;
+  };
+
+  void loop();
+  void read_messages();
+  void handle_unmap(uintptr_t start, uintptr_t end);
+  bool serve_pending();
+  bool maybe_prefetch();
+  bool make_room_locked(ChunkId for_chunk);
+  void evict_locked(ChunkId c);
+  bool fill(ChunkId c);
+  bool copy_pages(ChunkId c, const std::byte* data);
+  void reconcile_locked();
+  void check_watchdog();
+  void fail(const std::string& why);
+  void notify();
+  std::string evidence_locked() const;
+  uint64_t first_page(ChunkId c) const { return c * chunk_pages_; }
+  uint64_t pages_in(ChunkId c) const { return chunk_length(c) / page_; }
+  void remove_resident_locked(ChunkId c);
+  void finish_registration();
+
+  PagerConfig cfg_;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<Policy> policy_;
+  Trace* trace_;
+  Uffd uffd_;
+  int evfd_ = -1;
+  uint64_t page_ = 4096;
+  uint64_t file_bytes_ = 0;
+  uint64_t registered_bytes_ = 0;  // page-rounded file size
+  uint64_t mapped_bytes_ = 0;      // chunks * chunk_size
+  uint64_t chunk_pages_ = 0;
+  uint32_t chunks_ = 0;
+  std::byte* base_ = nullptr;
+
+  mutable std::mutex mu_;
+  // Guarded by mu_ (the pager thread is the only writer of state_, page_unmapped_,
+  // mapped_pages_ and resident_list_, so it may read them without the lock).
+  std::vector<State> state_;
+  std::vector<int32_t> consumers_;
+  std::vector<uint8_t> prefetched_unused_;
+  std::vector<uint8_t> poisoned_;
+  std::vector<int64_t> last_demand_step_;
+  std::vector<uint64_t> fills_;
+  std::vector<uint8_t> page_unmapped_;
+  std::vector<uint32_t> mapped_pages_;
+  std::vector<ChunkId> resident_list_;
+  std::vector<unsigned char> mincore_buf_;
+  SignalAudit audit_;
+  uint64_t step_ = 0;
+  PagerStats st_;
+  LatencyHistogram fault_hist_, fill_hist_;
+  std::string error_;
+  std::function<void()> on_failure_;
+
+  // Pager thread only.
+  std::vector<PendingFault> pending_;
+  std::vector<ChunkId> candidates_;
+  bool watchdog_reported_ = false;
+
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> want_leave_notify_{false};
+  std::thread thread_;
+  bool started_ = false;
+  bool shut_ = false;
+};
+
+}  // namespace resid

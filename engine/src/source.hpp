@@ -1,0 +1,76 @@
+// Source: reads extents of a file into windows. The interface is submit/reap/release so an
+// asynchronous engine (io_uring, several windows) fits the same shape; the blocking
+// engines complete inside submit(). A completion that is short, negative, or for an
+// extent outside the file is a rejection: it carries an error and is never published.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace resid {
+
+struct Extent {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct SourceStats {
+  uint64_t reads = 0;           // submitted reads (accepted or rejected)
+  uint64_t logical_bytes = 0;   // extent bytes asked for
+  uint64_t physical_bytes = 0;  // bytes actually requested from the kernel (aligned span)
+  uint64_t padding_bytes = 0;   // physical - logical
+  uint64_t rejections = 0;
+  uint64_t read_ns = 0;         // time spent inside the read syscalls
+};
+
+struct Completion {
+  uint64_t tag = 0;
+  Extent extent;
+  int window = -1;
+  std::byte* data = nullptr;  // first logical byte inside the window (valid until release)
+  std::string error;          // non-empty: rejected
+  bool ok() const { return error.empty(); }
+};
+
+enum class SourceEngine { Buffered, Direct };
+const char* to_string(SourceEngine e);
+std::optional<SourceEngine> parse_source_engine(std::string_view s);
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual SourceEngine engine() const = 0;
+  virtual uint64_t file_size() const = 0;
+  virtual size_t window_count() const = 0;
+  virtual size_t window_capacity() const = 0;
+  virtual size_t window_bytes() const = 0;  // memory held by windows (paid from the budget)
+  virtual uint32_t alignment() const = 0;   // request alignment (1 for buffered)
+
+  // Start a read of `e` into a free window. Returns false when no window is free
+  // (reap and release first). A read that cannot even start is still accepted and
+  // completes as a rejection, so every submit yields exactly one completion.
+  virtual bool submit(const Extent& e, uint64_t tag) = 0;
+  // Next completion; with wait=false returns nullopt when none is ready.
+  virtual std::optional<Completion> reap(bool wait) = 0;
+  // Return the completion's window to FREE (after its bytes were published or dropped).
+  virtual void release(const Completion& c) = 0;
+  // Wait for every in-flight read (their completions stay reapable).
+  virtual void drain() = 0;
+
+  virtual SourceStats stats() const = 0;
+};
+
+// Opens `path` with the requested engine. No fallback: if O_DIRECT cannot be opened the
+// error says so (InputError). `window_capacity` is the largest aligned span one read may
+// occupy.
+std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
+                                    size_t window_capacity);
+
+// submit + reap(wait) for callers that want one blocking read.
+Completion read_blocking(Source& src, const Extent& e, uint64_t tag = 0);
+
+}  // namespace resid

@@ -1,0 +1,132 @@
+#include "source_blocking.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <stdexcept>
+
+#include "dio_align.hpp"
+#include "errors.hpp"
+
+namespace resid {
+
+namespace {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+BlockingSource::BlockingSource(SourceEngine engine, const std::string& path,
+                               size_t window_capacity)
+    : engine_(engine), path_(path), windows_(1, window_capacity) {
+  const int flags = O_RDONLY | O_CLOEXEC | (engine == SourceEngine::Direct ? O_DIRECT : 0);
+  fd_ = ::open(path.c_str(), flags);
+  if (fd_ < 0) {
+    const int e = errno;
+    if (engine == SourceEngine::Direct && e == EINVAL)
+      throw InputError("cannot open " + path + " with O_DIRECT (EINVAL): the filesystem does not "
+                       "support direct I/O; use --source buffered or put the file elsewhere");
+    throw InputError("cannot open " + path + " (" + errno_name(e) + ")");
+  }
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw InputError("not a regular file: " + path);
+  }
+  file_size_ = static_cast<uint64_t>(st.st_size);
+  if (engine == SourceEngine::Direct) {
+    // Use what the filesystem reports; 4096 is safe for every block size up to the page.
+    const uint32_t a = dio_offset_alignment(fd_);
+    align_ = a ? a : 4096;
+  }
+}
+
+BlockingSource::~BlockingSource() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Completion BlockingSource::reject(Completion c, std::string why) {
+  ++stats_.rejections;
+  c.error = std::move(why);
+  c.data = nullptr;
+  return c;
+}
+
+bool BlockingSource::submit(const Extent& e, uint64_t tag) {
+  const int w = windows_.find_free();
+  if (w < 0 || ready_) return false;
+  windows_.transition(static_cast<size_t>(w), WindowState::Free, WindowState::Reading);
+  Completion c;
+  c.tag = tag;
+  c.extent = e;
+  c.window = w;
+  ++stats_.reads;
+  stats_.logical_bytes += e.length;
+
+  const std::string what = path_ + " [" + std::to_string(e.offset) + ", +" +
+                           std::to_string(e.length) + ")";
+  if (e.length == 0 || e.offset > file_size_ || e.length > file_size_ - e.offset) {
+    windows_.transition(w, WindowState::Reading, WindowState::HostReady);
+    ready_ = reject(std::move(c), "extent " + what + " is outside the file (" +
+                                      std::to_string(file_size_) + " bytes)");
+    return true;
+  }
+  // O_DIRECT: round the request out to the alignment; the logical bytes sit `head` bytes in.
+  const uint64_t a = align_;
+  const uint64_t start = e.offset / a * a;
+  const uint64_t end = (e.offset + e.length + a - 1) / a * a;
+  const uint64_t head = e.offset - start;
+  const uint64_t span = end - start;
+  if (span > windows_.capacity()) {
+    windows_.transition(w, WindowState::Reading, WindowState::HostReady);
+    ready_ = reject(std::move(c), "extent " + what + " needs " + std::to_string(span) +
+                                      " aligned bytes, the window holds " +
+                                      std::to_string(windows_.capacity()));
+    return true;
+  }
+  stats_.physical_bytes += span;
+  stats_.padding_bytes += span - e.length;
+
+  std::byte* buf = windows_.data(w);
+  const uint64_t t0 = now_ns();
+  ssize_t n;
+  do {
+    n = ::pread(fd_, buf, span, static_cast<off_t>(start));
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+  stats_.read_ns += now_ns() - t0;
+  windows_.transition(w, WindowState::Reading, WindowState::HostReady);
+
+  if (n < 0) {
+    ready_ = reject(std::move(c), "read of " + what + " failed (" + errno_name(err) + ")");
+  } else if (static_cast<uint64_t>(n) < head + e.length) {
+    // A short completion never publishes: the missing tail would read as garbage.
+    const uint64_t got = static_cast<uint64_t>(n) > head ? static_cast<uint64_t>(n) - head : 0;
+    ready_ = reject(std::move(c), "short read of " + what + ": got " + std::to_string(got) +
+                                      " of " + std::to_string(e.length) + " bytes");
+  } else {
+    c.data = buf + head;
+    ready_ = std::move(c);
+  }
+  return true;
+}
+
+std::optional<Completion> BlockingSource::reap(bool /*wait*/) {
+  std::optional<Completion> out;
+  out.swap(ready_);
+  return out;
+}
+
+void BlockingSource::release(const Completion& c) {
+  if (c.window < 0) throw std::logic_error("release of a completion without a window");
+  windows_.transition(static_cast<size_t>(c.window), WindowState::HostReady, WindowState::Free);
+}
+
+}  // namespace resid

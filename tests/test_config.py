@@ -1,0 +1,64 @@
+"""The config schema: the embedded default and paper config validate; a bad key or value
+stops with one line that names it (in Python, on the CLI and in Snakemake)."""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from residency import config
+
+from conftest import ROOT
+
+
+def default():
+    return config.load(ROOT / "config" / "config.yaml")
+
+
+def test_embedded_default_is_valid():
+    assert default()["pager_synthetic"]["main"]["arms"]
+
+
+def test_paper_config_is_valid():
+    config.load(ROOT / "config" / "paper.yaml")
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda c: c["pager_synthetic"].update(regoin_bytes=1), "pager_synthetic: unknown key 'regoin_bytes'"),
+    (lambda c: c["pager_synthetic"]["main"]["ratios"].append(1.5), "pager_synthetic.main.ratios[5]"),
+    (lambda c: c["pager_synthetic"]["main"]["arms"].append("pager-magic"), "pager_synthetic.main.arms[4]"),
+    (lambda c: c["pager_synthetic"].update(chunk_bytes=1000), "pager_synthetic.chunk_bytes"),
+    (lambda c: c["harness"].pop("cgroup"), "harness: 'cgroup' is a required property"),
+    (lambda c: c.update(extra=1), "(top level): unknown key 'extra'"),
+])
+def test_bad_config_one_line_naming_the_key(mutate, needle):
+    c = copy.deepcopy(default())
+    mutate(c)
+    with pytest.raises(config.ConfigError) as info:
+        config.validate(c)
+    msg = str(info.value)
+    assert needle in msg
+    assert "\n" not in msg and msg.startswith("config error: ")
+
+
+def test_cli_and_snakemake_reject_bad_config(tmp_path):
+    c = default()
+    c["pager_synthetic"]["passes"] = 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(c))
+    cli = subprocess.run([sys.executable, "-m", "residency.cli", "validate-config", str(bad)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 2
+    assert cli.stderr.strip().splitlines() == [
+        "residency: error: config error: pager_synthetic.passes: 1 is less than the minimum of 2"]
+    smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", str(bad)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert smk.returncode != 0
+    assert "config error: pager_synthetic.passes: 1 is less than the minimum of 2" in smk.stderr
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(config.ConfigError, match="file not found"):
+        config.load(tmp_path / "nope.yaml")

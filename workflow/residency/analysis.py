@@ -1,0 +1,135 @@
+"""Analysis of the synthetic pager campaign: the Belady bound per run and determinism.
+
+`opt_table` recomputes OPT from each run's own recorded reference trace (not from the
+configured shape), at the capacity the pager really had (`budget_chunks`, after its
+window was paid from the budget) and at the nominal capacity floor(r*T_repr/chunk), and
+cross-checks the trace-based count against the cyclic-scan closed form.
+`determinism_table` groups repetitions of one cell and compares their trace digests;
+where they differ it says where and by how much.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import atomic, belady
+from . import trace as trace_mod
+
+CELL_KEYS = ["campaign", "arm", "r", "threads", "compute_us", "signal"]
+
+OPT_SCHEMA = pa.schema([
+    ("campaign", pa.string()), ("arm", pa.string()), ("arm_letter", pa.string()),
+    ("r", pa.float64()), ("rep", pa.int32()), ("threads", pa.int32()),
+    ("compute_us", pa.int32()), ("signal", pa.string()), ("status", pa.string()),
+    ("accesses", pa.int64()), ("misses", pa.int64()),
+    ("capacity_chunks", pa.int64()),          # the pager's capacity (budget_chunks)
+    ("nominal_capacity_chunks", pa.int64()),  # floor(budget_bytes / chunk_bytes)
+    ("opt_misses", pa.int64()),               # Belady at capacity_chunks, from the run's trace
+    ("opt_misses_nominal", pa.int64()),
+    ("opt_closed_form", pa.int64()),          # cyclic-scan closed form at capacity_chunks
+    ("opt_miss_rate", pa.float64()),
+    ("d_over_opt", pa.float64()),             # misses / opt_misses
+    ("trace_sha256", pa.string()),
+    ("run_dir", pa.string()),
+])
+
+DETERMINISM_SCHEMA = pa.schema([
+    ("campaign", pa.string()), ("arm", pa.string()), ("r", pa.float64()),
+    ("threads", pa.int32()), ("compute_us", pa.int32()), ("signal", pa.string()),
+    ("reps", pa.int32()), ("reps_ok", pa.int32()),
+    ("distinct_traces", pa.int32()),
+    ("identical", pa.bool_()),
+    ("misses_min", pa.int64()), ("misses_max", pa.int64()),
+    ("evictions_min", pa.int64()), ("evictions_max", pa.int64()),
+    ("differing_records", pa.int64()),     # between the first two distinct traces
+    ("first_differing_step", pa.int64()),
+])
+
+
+def _capacity(row) -> int | None:
+    if row["arm"] == "kernel-mmap":
+        return int(row["budget_bytes"] // row["chunk_bytes"]) if row["budget_bytes"] else None
+    return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
+
+
+def opt_table(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, row in runs.iterrows():
+        trace_path = Path(row["run_dir"]) / "trace.bin"
+        cap = _capacity(row)
+        nominal = int(row["budget_bytes"] // row["chunk_bytes"]) if pd.notna(row["budget_bytes"]) and row["chunk_bytes"] else None
+        opt = opt_nom = closed = None
+        if trace_path.exists() and cap:
+            ref = trace_mod.read(trace_path).reference()
+            opt = belady.opt_misses(ref, cap)
+            opt_nom = belady.opt_misses(ref, nominal) if nominal else None
+            closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))
+        rows.append({
+            **{k: row[k] for k in ["campaign", "arm", "arm_letter", "r", "rep", "threads",
+                                   "compute_us", "signal", "status", "accesses", "misses",
+                                   "trace_sha256", "run_dir"]},
+            "capacity_chunks": cap, "nominal_capacity_chunks": nominal,
+            "opt_misses": opt, "opt_misses_nominal": opt_nom, "opt_closed_form": closed,
+            "opt_miss_rate": (opt / row["accesses"]) if opt is not None and row["accesses"] else None,
+            "d_over_opt": (row["misses"] / opt) if opt else None,
+        })
+    return pd.DataFrame(rows, columns=OPT_SCHEMA.names)
+
+
+def _first_difference(a: Path, b: Path) -> tuple[int, int | None]:
+    """(number of differing records, first step where they differ) between two traces."""
+    ta, tb = trace_mod.read(a).records, trace_mod.read(b).records
+    n = min(len(ta), len(tb))
+    ra = ta[:n].view(np.uint8).reshape(n, -1)
+    rb = tb[:n].view(np.uint8).reshape(n, -1)
+    neq = np.nonzero(np.any(ra != rb, axis=1))[0]
+    count = int(len(neq)) + abs(len(ta) - len(tb))
+    if len(neq):
+        first = int(min(ta[neq[0]]["step"], tb[neq[0]]["step"]))
+    elif len(ta) != len(tb):
+        first = int((ta if len(ta) > len(tb) else tb)[n]["step"])
+    else:
+        first = None
+    return count, first
+
+
+def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for key, grp in runs.groupby(CELL_KEYS, dropna=False, sort=True):
+        ok = grp[grp["status"] == "ok"]
+        digests = list(dict.fromkeys(ok["trace_sha256"].dropna()))
+        differing = first = None
+        if len(digests) > 1:
+            a = ok[ok["trace_sha256"] == digests[0]].iloc[0]["run_dir"]
+            b = ok[ok["trace_sha256"] == digests[1]].iloc[0]["run_dir"]
+            differing, first = _first_difference(Path(a) / "trace.bin", Path(b) / "trace.bin")
+        elif len(digests) == 1:
+            differing = 0
+        rows.append({
+            **dict(zip(CELL_KEYS, key)),
+            "reps": len(grp), "reps_ok": len(ok),
+            "distinct_traces": len(digests),
+            "identical": len(digests) == 1 and len(ok) == len(grp),
+            "misses_min": ok["misses"].min() if len(ok) else None,
+            "misses_max": ok["misses"].max() if len(ok) else None,
+            "evictions_min": ok["evictions"].min() if len(ok) else None,
+            "evictions_max": ok["evictions"].max() if len(ok) else None,
+            "differing_records": differing, "first_differing_step": first,
+        })
+    return pd.DataFrame(rows, columns=DETERMINISM_SCHEMA.names)
+
+
+def _write(df: pd.DataFrame, schema: pa.Schema, out: str | os.PathLike) -> None:
+    atomic.write_parquet(out, pa.Table.from_pandas(df, schema=schema, preserve_index=False))
+
+
+def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.PathLike,
+                            determinism_out: str | os.PathLike) -> None:
+    runs = pd.read_parquet(runs_parquet)
+    _write(opt_table(runs), OPT_SCHEMA, opt_out)
+    _write(determinism_table(runs), DETERMINISM_SCHEMA, determinism_out)

@@ -1,0 +1,77 @@
+"""The claim ledger: one module per claim, each computing its values from Parquet.
+
+Every claim module defines ID, REFERENCE (what the reference document claims, its numbers
+included), INPUTS (logical name -> Parquet path under the project root) and
+`compute(frames, settings) -> ClaimResult`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from . import p1, p4, p5, record
+
+REGISTRY = {m.ID: m for m in (p1, p4, p5)}
+MACHINE_FILE = "results/machine.json"
+LEDGER_FILE = "claims/ledger.json"
+
+
+def module(claim_id: str):
+    try:
+        return REGISTRY[claim_id]
+    except KeyError:
+        raise SystemExit(f"residency: error: unknown claim {claim_id!r} (known: {', '.join(sorted(REGISTRY))})") from None
+
+
+def input_paths(claim_id: str) -> list[str]:
+    return list(module(claim_id).INPUTS.values()) + [MACHINE_FILE]
+
+
+def load_frames(mod, root: Path) -> dict[str, pd.DataFrame]:
+    return {name: pd.read_parquet(root / path) for name, path in mod.INPUTS.items()}
+
+
+def scope_of(frames: dict[str, pd.DataFrame], root: Path) -> dict:
+    """Identities the values were measured under: machine, model/region, engine, config."""
+    def uniq(col):
+        vals = sorted({v for f in frames.values() if col in f for v in f[col].dropna().unique()})
+        return vals[0] if len(vals) == 1 else (vals or None)
+
+    machine = json.loads((root / MACHINE_FILE).read_text())
+    return {
+        "machine": machine,
+        "model": uniq("model") or "synthetic cyclic-scan region",
+        "model_sha256": uniq("model_sha256") or uniq("region_sha256"),
+        "engine_sha256": uniq("engine_sha256"),
+        "config_digest": uniq("config_digest"),
+    }
+
+
+def compute(claim_id: str, root: Path, settings: dict) -> dict:
+    mod = module(claim_id)
+    frames = load_frames(mod, root)
+    result = mod.compute(frames, settings)
+    return record.build(claim_id, mod.REFERENCE, result, input_paths(claim_id),
+                        scope_of(frames, root), settings, root)
+
+
+def make(claim_id: str, root: Path, settings: dict, out: Path | None = None) -> dict:
+    doc = compute(claim_id, root, settings)
+    record.write(doc, out or root / "claims" / f"{claim_id}.json")
+    return doc
+
+
+def ledger(paths: list[Path], out: Path) -> dict:
+    from ..identity import sha256_file
+
+    entries = []
+    for p in sorted(paths):
+        doc = json.loads(Path(p).read_text())
+        entries.append({"id": doc["id"], "path": str(p), "sha256": sha256_file(p),
+                        "verdict": doc["verdict"], "headline": doc["headline"]})
+    led = {"schema_version": 1, "claims": entries}
+    record.write(led, out)
+    return led

@@ -1,0 +1,232 @@
+"""The `residency` command: the pipeline's steps, each callable by hand as by Snakemake.
+
+Errors are one line on stderr and a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _cmd_run(a) -> int:
+    from . import harness
+
+    return harness.main_run(a)
+
+
+def _cmd_overhead(a) -> int:
+    from . import overhead
+
+    rec = overhead.calibrate(a.run_dirs, a.out)
+    print(f"residency overhead: O = {rec['overhead_bytes']} bytes ({rec['method']})", file=sys.stderr)
+    return 0
+
+
+def _cmd_validate(a) -> int:
+    from . import config
+
+    config.load(a.config)
+    print(f"{a.config}: valid")
+    return 0
+
+
+def _cmd_machine(a) -> int:
+    from . import atomic, machine
+
+    atomic.write_json(a.out, machine.describe())
+    return 0
+
+
+def _cmd_region_identity(a) -> int:
+    from . import atomic
+    from .identity import sha256_file
+
+    p = Path(a.region)
+    atomic.write_json(a.out, {"path": str(p), "bytes": p.stat().st_size, "seed": a.seed,
+                              "sha256": sha256_file(p)})
+    return 0
+
+
+def _cmd_gather(a) -> int:
+    from . import gather
+
+    t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out)
+    print(f"residency gather: {t.num_rows} runs -> {a.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_analyse(a) -> int:
+    from . import analysis
+
+    analysis.analyse_pager_synthetic(a.runs, a.opt_out, a.determinism_out)
+    return 0
+
+
+def _cmd_figure(a) -> int:
+    from . import figures
+
+    if a.figure == "02":
+        figures.fig02_miss_rate_vs_optimal(a.runs, a.opt, a.out_stem)
+    return 0
+
+
+def _cmd_table(a) -> int:
+    from . import tables
+
+    if a.table == "pager-synthetic":
+        tables.pager_synthetic_summary(a.runs, a.opt, a.out_stem)
+    return 0
+
+
+def _cmd_claim(a) -> int:
+    from . import claims
+
+    settings = json.loads(a.settings) if a.settings else _settings_from_config(a.config)
+    doc = claims.make(a.claim_id, Path(a.root), settings, Path(a.out) if a.out else None)
+    print(f"residency claim {a.claim_id}: {doc['verdict']}: {doc['headline']}", file=sys.stderr)
+    for r in doc["reasons"]:
+        print(f"  - {r}", file=sys.stderr)
+    return 0
+
+
+def _settings_from_config(path: str) -> dict:
+    from . import config
+
+    return config.load(path)["claims"]
+
+
+def _cmd_ledger(a) -> int:
+    from . import claims
+
+    led = claims.ledger([Path(p) for p in a.records], Path(a.out))
+    for e in led["claims"]:
+        print(f"{e['id']}: {e['verdict']}", file=sys.stderr)
+    return 0
+
+
+def _cmd_verify(a) -> int:
+    from . import verify
+
+    problems = verify.verify(a.claim, Path(a.root))
+    return _report("verify", a.claim, problems, Path(a.root))
+
+
+def _cmd_replay(a) -> int:
+    from . import verify
+
+    problems = verify.replay(a.claim, Path(a.root))
+    return _report("replay", a.claim, problems, Path(a.root))
+
+
+def _report(what: str, claim: str, problems: list[str], root: Path) -> int:
+    doc = json.loads((root / "claims" / f"{claim}.json").read_text())
+    if problems:
+        print(f"residency {what} {claim}: FAILED ({len(problems)} problems)")
+        for p in problems:
+            print(f"  - {p}")
+        return 1
+    print(f"residency {what} {claim}: OK; verdict {doc['verdict']}: {doc['headline']}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="residency", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("run", help="run one residctl command inside its own memory cgroup")
+    s.add_argument("--out", required=True, help="the run directory (cleared first)")
+    s.add_argument("--limit-bytes", type=int, default=None, help="hard host limit; omit for none")
+    s.add_argument("--budget-bytes", type=int, default=None,
+                   help="weight budget r*T_repr; with --overhead the limit is budget + O")
+    s.add_argument("--overhead", default=None, help="calibration record giving O (residency overhead)")
+    s.add_argument("--cgroup", choices=["auto", "required", "off"], default="auto")
+    s.add_argument("--cgroup-parent", default=None, help="make the run's cgroup under this directory")
+    s.add_argument("--meta", action="append", help="key=value recorded in harness.json (repeatable)")
+    s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- residctl ...")
+    s.set_defaults(func=_cmd_run)
+
+    s = sub.add_parser("overhead", help="the non-weight overhead O from calibration runs")
+    s.add_argument("--out", required=True)
+    s.add_argument("run_dirs", nargs="+")
+    s.set_defaults(func=_cmd_overhead)
+
+    s = sub.add_parser("validate-config", help="check a config file against the schema")
+    s.add_argument("config")
+    s.set_defaults(func=_cmd_validate)
+
+    s = sub.add_parser("machine", help="record the machine identity")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_cmd_machine)
+
+    s = sub.add_parser("region-identity", help="record a region file's size and sha256")
+    s.add_argument("--region", required=True)
+    s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_cmd_region_identity)
+
+    s = sub.add_parser("gather", help="run directories -> results/pager_synthetic.parquet")
+    s.add_argument("--region-identity", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("run_dirs", nargs="+")
+    s.set_defaults(func=_cmd_gather)
+
+    s = sub.add_parser("analyse", help="Belady bound per run and determinism per cell")
+    s.add_argument("--runs", required=True)
+    s.add_argument("--opt-out", required=True)
+    s.add_argument("--determinism-out", required=True)
+    s.set_defaults(func=_cmd_analyse)
+
+    s = sub.add_parser("figure", help="draw a figure from Parquet")
+    s.add_argument("figure", choices=["02"])
+    s.add_argument("--runs", required=True)
+    s.add_argument("--opt", required=True)
+    s.add_argument("--out-stem", required=True, help="path without extension; .png and .pdf are written")
+    s.set_defaults(func=_cmd_figure)
+
+    s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
+    s.add_argument("table", choices=["pager-synthetic"])
+    s.add_argument("--runs", required=True)
+    s.add_argument("--opt", required=True)
+    s.add_argument("--out-stem", required=True)
+    s.set_defaults(func=_cmd_table)
+
+    s = sub.add_parser("claim", help="compute a claim record from Parquet")
+    s.add_argument("claim_id")
+    s.add_argument("--root", default=".")
+    s.add_argument("--out", default=None)
+    s.add_argument("--config", default="config/config.yaml", help="settings come from its 'claims' section")
+    s.add_argument("--settings", default=None, help="the settings as JSON (instead of --config)")
+    s.set_defaults(func=_cmd_claim)
+
+    s = sub.add_parser("ledger", help="write claims/ledger.json from claim records")
+    s.add_argument("--out", default="claims/ledger.json")
+    s.add_argument("records", nargs="+")
+    s.set_defaults(func=_cmd_ledger)
+
+    for name, fn, helptext in (("verify", _cmd_verify, "check a claim record's input digests and assertions"),
+                               ("replay", _cmd_replay, "recompute a claim's values from its inputs")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("--claim", required=True)
+        s.add_argument("--root", default=".")
+        s.set_defaults(func=fn)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError
+
+    args = parser().parse_args(argv)
+    if getattr(args, "cmd", None) and args.cmd[:1] == ["--"]:
+        args.cmd = args.cmd[1:]
+    try:
+        return args.func(args)
+    except (ConfigError, FileNotFoundError) as exc:
+        print(f"residency: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

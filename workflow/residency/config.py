@@ -1,0 +1,68 @@
+"""Configuration: load, validate against workflow/schemas/config.schema.yaml, digest.
+
+A bad key or value stops the pipeline with one line that names the key, e.g.
+`config error: pager_synthetic.main.ratios[1]: 1.5 is greater than the maximum of 1`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a one-line message naming the key."""
+
+
+def load_schema(path: str | os.PathLike = SCHEMA_PATH) -> dict:
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def _key_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _one_line(err: jsonschema.ValidationError) -> str:
+    where = _key_path(err.absolute_path)
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        keys = ", ".join(repr(k) for k in extra)
+        return f"config error: {where}: unknown key {keys}"
+    if err.validator == "required":
+        return f"config error: {where}: {err.message}"
+    return f"config error: {where}: {err.message}"
+
+
+def validate(config: dict, schema: dict | None = None) -> dict:
+    """Return `config` unchanged if valid; raise ConfigError (one line) otherwise."""
+    schema = schema or load_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors) or errors[0]
+        raise ConfigError(_one_line(best).replace("\n", " "))
+    return config
+
+
+def load(path: str | os.PathLike) -> dict:
+    """Read and validate a config file."""
+    try:
+        with open(path) as fh:
+            config = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config error: file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config error: {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"config error: {path}: the top level must be a mapping")
+    return validate(config)

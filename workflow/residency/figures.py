@@ -1,0 +1,71 @@
+"""Figures: one function per figure, each drawn only from Parquet.
+
+Files are written atomically, PNG and PDF side by side, without timestamps in their
+metadata so the same Parquet gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from . import atomic  # noqa: E402
+
+ARM_STYLE = {  # reference letter, label, colour, marker
+    "kernel-mmap": ("A", "A kernel mmap", "#7f7f7f", "s"),
+    "pager-lru": ("C", "C pager, LRU", "#d62728", "v"),
+    "pager-declared": ("D", "D (declared) pager", "#1f77b4", "o"),
+    "pager-prefetch": ("E", "E declared + prefetch", "#2ca02c", "^"),
+    "pager-zero": ("Z", "pager, no reuse", "#9467bd", "x"),
+}
+
+
+def _save(fig, stem: str | os.PathLike) -> None:
+    stem = Path(stem)
+    for ext, meta in ((".png", {"Software": None}), (".pdf", {"CreationDate": None, "Producer": None})):
+        with atomic.atomic_path(stem.with_suffix(ext), suffix=ext) as tmp:
+            fig.savefig(tmp, format=ext[1:], dpi=150, metadata=meta, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _band(ax, df: pd.DataFrame, y: str, label: str, color: str, marker: str) -> None:
+    g = df.groupby("r")[y].agg(["mean", "min", "max"]).reset_index().sort_values("r")
+    ax.plot(g["r"], g["mean"], marker=marker, color=color, label=label, linewidth=1.5)
+    ax.fill_between(g["r"], g["min"], g["max"], color=color, alpha=0.15, linewidth=0)
+
+
+def fig02_miss_rate_vs_optimal(runs_parquet, opt_parquet, stem) -> None:
+    """Figure 02: miss rate against the budget ratio r for arms A, C, D, E and Belady's OPT."""
+    runs = pd.read_parquet(runs_parquet)
+    opt = pd.read_parquet(opt_parquet)
+    main = runs[(runs["campaign"] == "main") & (runs["status"] == "ok")].copy()
+    main["bytes_per_pass"] = main["physical_bytes_read"] / (main["passes"] * main["region_bytes"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for arm, (_, label, color, marker) in ARM_STYLE.items():
+        sub = main[main["arm"] == arm]
+        if sub.empty:
+            continue
+        _band(ax1, sub, "miss_rate", label, color, marker)
+        _band(ax2, sub, "bytes_per_pass", label, color, marker)
+    o = opt[(opt["campaign"] == "main") & (opt["arm"] == "pager-declared") & opt["opt_miss_rate"].notna()]
+    if not o.empty:
+        g = o.groupby("r")["opt_miss_rate"].mean().reset_index()
+        ax1.plot(g["r"], g["opt_miss_rate"], color="black", linestyle="--", marker="*", label="OPT (Belady)")
+    n_chunks = int(main["chunks"].iloc[0]) if not main.empty else 0
+    passes = int(main["passes"].iloc[0]) if not main.empty else 0
+    ax1.set(xlabel="budget ratio r = resident weight budget / region size",
+            ylabel="miss rate (chunk misses / chunk accesses)", ylim=(0, 1.05))
+    ax2.set(xlabel="budget ratio r", ylabel="physical bytes read per pass / region size")
+    ax2.set_ylim(bottom=0)
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+    ax1.legend(fontsize=8, loc="lower left")
+    fig.suptitle(f"Miss rate against the optimum on a cyclic scan ({n_chunks} chunks, {passes} passes; "
+                 "mean of reps, band = min-max)", fontsize=10)
+    _save(fig, stem)

@@ -1,0 +1,54 @@
+"""Paper tables: one function per table, each computed from Parquet and written as CSV,
+Markdown and LaTeX side by side (atomically)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from . import atomic
+from .gather import ARM_LETTER
+
+ARM_ROW = {"A": "A (kernel mmap)", "C": "C (LRU)", "D": "D (declared)", "E": "E (prefetch)", "Z": "no reuse"}
+
+
+def write_table(df: pd.DataFrame, stem: str | os.PathLike, caption: str) -> None:
+    stem = Path(stem)
+    atomic.write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
+    atomic.write_text(stem.with_suffix(".md"), _markdown(df, caption))
+    tex = df.to_latex(index=False, caption=caption, escape=True, float_format="%.4g")
+    atomic.write_text(stem.with_suffix(".tex"), tex)
+
+
+def _markdown(df: pd.DataFrame, caption: str) -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    lines = [f"<!-- {caption} -->", "| " + " | ".join(df.columns) + " |",
+             "|" + "|".join("---" for _ in df.columns) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def pager_synthetic_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
+    """Per arm and r (main campaign): miss rate, physical bytes per pass, D/OPT, wall time."""
+    runs = pd.read_parquet(runs_parquet)
+    opt = pd.read_parquet(opt_parquet)[["run_dir", "opt_misses", "d_over_opt"]]
+    main = runs[runs["campaign"] == "main"].merge(opt, on="run_dir", how="left")
+    main["bytes_per_pass"] = main["physical_bytes_read"] / (main["passes"] * main["region_bytes"])
+    g = main.groupby(["arm", "r"]).agg(
+        reps=("rep", "count"), ok=("status", lambda s: int((s == "ok").sum())),
+        miss_rate=("miss_rate", "mean"), bytes_per_pass=("bytes_per_pass", "mean"),
+        misses=("misses", "mean"), opt_misses=("opt_misses", "mean"),
+        wall_ms=("wall_ns", lambda s: s.mean() / 1e6), peak_mib=("peak_bytes", lambda s: s.max() / 2**20),
+        limit_mib=("limit_bytes", lambda s: s.max() / 2**20),
+    ).reset_index()
+    g["misses_over_opt"] = g["misses"] / g["opt_misses"]
+    g.insert(0, "arm_row", g["arm"].map(lambda a: ARM_ROW.get(ARM_LETTER.get(a, "?"), a)))
+    g = g.drop(columns=["arm"]).sort_values(["arm_row", "r"])
+    write_table(g, stem, "Synthetic cyclic scan: per arm and budget ratio r, means over repetitions")
+    return g

@@ -1,0 +1,56 @@
+"""Reading `trace.bin`, the engine's chunk event trace (format: docs/run-contract.md)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = b"RSTRACE1"
+HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"),
+                   ("chunk_size", "<u8"), ("chunks", "<u8")])
+RECORD = np.dtype([("step", "<u4"), ("chunk", "<u4"), ("kind", "u1"), ("flags", "u1"),
+                   ("reserved", "<u2"), ("aux", "<u4")])
+
+ACCESS, FILL_DEMAND, FILL_PREFETCH, EVICT, SIGNAL = 1, 2, 3, 4, 5
+FLAG_MISS = 1
+
+
+class TraceError(ValueError):
+    pass
+
+
+@dataclass
+class Trace:
+    chunk_size: int
+    chunks: int
+    records: np.ndarray
+
+    @property
+    def accesses(self) -> np.ndarray:
+        return self.records[self.records["kind"] == ACCESS]
+
+    def reference(self) -> list[int]:
+        """The workload's reference trace: accessed chunks in step order (Belady's input)."""
+        return self.accesses["chunk"].astype(np.int64).tolist()
+
+    def misses_per_pass(self) -> list[int]:
+        acc = self.accesses
+        passes = acc["step"] // max(self.chunks, 1)
+        miss = (acc["flags"] & FLAG_MISS) != 0
+        n = int(passes.max()) + 1 if len(acc) else 0
+        return [int(miss[passes == p].sum()) for p in range(n)]
+
+
+def read(path: str | os.PathLike) -> Trace:
+    raw = open(path, "rb").read()
+    if len(raw) < HEADER.itemsize:
+        raise TraceError(f"{path}: shorter than the trace header")
+    head = np.frombuffer(raw[: HEADER.itemsize], dtype=HEADER)[0]
+    if head["magic"] != MAGIC or int(head["version"]) != 1 or int(head["record_size"]) != RECORD.itemsize:
+        raise TraceError(f"{path}: not a version-1 residctl trace")
+    body = raw[HEADER.itemsize:]
+    if len(body) % RECORD.itemsize:
+        raise TraceError(f"{path}: truncated record ({len(body)} bytes of records)")
+    return Trace(int(head["chunk_size"]), int(head["chunks"]), np.frombuffer(body, dtype=RECORD))

@@ -1,0 +1,11 @@
+# Analysis: the Belady bound per run (from its own trace) and determinism per cell.
+
+
+rule analyse_pager_synthetic:
+    input:
+        "results/pager_synthetic.parquet",
+    output:
+        opt="results/pager_synthetic_opt.parquet",
+        determinism="results/pager_synthetic_determinism.parquet",
+    shell:
+        "residency analyse --runs {input} --opt-out {output.opt} --determinism-out {output.determinism}"

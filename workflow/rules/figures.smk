@@ -1,0 +1,17 @@
+# Figures: each drawn by one function from Parquet only.
+
+FIGURES = [
+    "figures/02-miss-rate-vs-optimal.png",
+    "figures/02-miss-rate-vs-optimal.pdf",
+]
+
+
+rule figure_02:
+    input:
+        runs="results/pager_synthetic.parquet",
+        opt="results/pager_synthetic_opt.parquet",
+    output:
+        "figures/02-miss-rate-vs-optimal.png",
+        "figures/02-miss-rate-vs-optimal.pdf",
+    shell:
+        "residency figure 02 --runs {input.runs} --opt {input.opt} --out-stem figures/02-miss-rate-vs-optimal"
