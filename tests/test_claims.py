@@ -1,0 +1,129 @@
+"""Claim records computed from small fixtures: verdicts follow the measurements, missing
+evidence gives insufficient-evidence, verify catches changed inputs, replay recomputes."""
+
+import json
+
+import pytest
+
+from residency import analysis, claims, gather, verify
+from residency.claims import record
+
+from fixtures import make_run, region_identity
+
+SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99}
+
+
+def project(tmp_path, *, d_extra=(), lru_physical=1.0, racy_extra=(16,)):
+    runs = tmp_path / "results" / "runs"
+    dirs = []
+    for arm in ("kernel-mmap", "pager-lru", "pager-declared"):
+        for r in (0.25, 0.5):
+            for rep in (1, 2, 3):
+                dirs.append(make_run(runs, "main", arm, r, rep, physical_fraction=lru_physical if arm == "pager-lru" else 1.0,
+                                     extra_miss_steps=d_extra if arm == "pager-declared" and rep == 3 else ()))
+    for arm in ("pager-lru", "pager-declared"):
+        for signal in ("all-threads-finished", "thread0-started"):
+            for t in (1, 2, 4):
+                for c in (0, 200):
+                    for rep in (1, 2):
+                        extra = racy_extra if (signal == "thread0-started" and arm == "pager-declared" and rep == 2 and t == 4) else ()
+                        dirs.append(make_run(runs, "stress", arm, 0.5, rep, threads=t, compute_us=c, signal=signal,
+                                             extra_miss_steps=extra))
+    res = tmp_path / "results"
+    gather.gather_pager_synthetic(dirs, region_identity(tmp_path), res / "pager_synthetic.parquet")
+    analysis.analyse_pager_synthetic(res / "pager_synthetic.parquet", res / "pager_synthetic_opt.parquet",
+                                     res / "pager_synthetic_determinism.parquet")
+    (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("cid", ["P1", "P4", "P5"])
+def test_claims_pass_on_consistent_measurements(tmp_path, cid):
+    root = project(tmp_path)
+    doc = claims.make(cid, root, SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    assert doc["scope"]["engine_sha256"] == "e" * 64
+    assert all(len(i["sha256"]) == 64 for i in doc["inputs"])
+    assert verify.verify(cid, root) == []
+    assert verify.replay(cid, root) == []
+
+
+def test_p1_fails_when_lru_reads_less_than_the_region(tmp_path):
+    root = project(tmp_path, lru_physical=0.5)
+    doc = claims.make("P1", root, SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert any("read_whole_region_every_pass" in r for r in doc["reasons"])
+
+
+def test_p4_fails_and_says_by_how_much(tmp_path):
+    root = project(tmp_path, d_extra=(16,))
+    doc = claims.make("P4", root, SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert doc["values"]["excess_misses_max"] == 1
+    assert doc["values"]["d_over_opt_max"] > 1.0
+    assert any("d_equals_opt" in r for r in doc["reasons"])
+
+
+def test_p5_reports_racy_differences_without_asserting_them(tmp_path):
+    root = project(tmp_path)
+    doc = claims.make("P5", root, SETTINGS)
+    assert doc["verdict"] == "pass"
+    assert doc["values"]["racy_signal_cells_differing"] == 2  # t=4, compute 0 and 200
+    assert doc["values"]["exact_signal_cells_per_arm"] == {"pager-lru": 6, "pager-declared": 6}
+
+
+def test_missing_evidence_is_insufficient_not_pass(tmp_path):
+    root = project(tmp_path)
+    import pandas as pd
+    p = root / "results" / "pager_synthetic.parquet"
+    df = pd.read_parquet(p)
+    df[df["arm"] != "pager-lru"].to_parquet(p, index=False)
+    doc = claims.make("P1", root, SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence"
+    assert any("no arm C" in r for r in doc["reasons"])
+
+
+def test_verify_catches_a_changed_input_and_a_tampered_verdict(tmp_path):
+    root = project(tmp_path)
+    claims.make("P4", root, SETTINGS)
+    rec_path = root / "claims" / "P4.json"
+    doc = json.loads(rec_path.read_text())
+    doc["verdict"] = "fail"
+    rec_path.write_text(json.dumps(doc))
+    assert any("verdict" in p for p in verify.verify("P4", root))
+    claims.make("P4", root, SETTINGS)
+    opt = root / "results" / "pager_synthetic_opt.parquet"
+    opt.write_bytes(opt.read_bytes() + b"x")
+    assert any("input changed" in p for p in verify.verify("P4", root))
+
+
+def test_ledger_digest_checked(tmp_path):
+    root = project(tmp_path)
+    for cid in ("P1", "P4"):
+        claims.make(cid, root, SETTINGS)
+    claims.ledger([root / "claims" / "P1.json", root / "claims" / "P4.json"], root / "claims" / "ledger.json")
+    assert verify.verify("P1", root) == []
+    p = root / "claims" / "P1.json"
+    doc = json.loads(p.read_text())
+    doc["headline"] += " (edited)"
+    p.write_text(json.dumps(doc))
+    assert any("ledger" in x for x in verify.verify("P1", root))
+
+
+@pytest.mark.parametrize("op, got, want, tol, ok", [
+    ("eq", 1, 1, None, True), ("eq", 1, 2, None, False),
+    ("approx", 1.004, 1.0, 0.005, True), ("approx", 1.006, 1.0, 0.005, False),
+    ("lt", 0.9, 1, None, True), ("ge", 0.9, 1, None, False),
+    ("all_true", [True, True], None, None, True), ("all_true", [True, False], None, None, False),
+])
+def test_assertion_ops(op, got, want, tol, ok):
+    doc = {"values": {"x": got}}
+    a = {"pointer": "/values/x", "op": op, "value": want}
+    if tol is not None:
+        a["tolerance"] = tol
+    assert record.check(a, doc)[0] is ok
+
+
+def test_unresolvable_pointer_is_unevaluable():
+    assert record.check({"pointer": "/values/nope", "op": "eq", "value": 1}, {"values": {}})[0] is None
+    assert record.check({"pointer": "/values/x", "op": "all_true"}, {"values": {"x": []}})[0] is None

@@ -1,0 +1,106 @@
+"""A tiny campaign end to end through Snakemake: engine build (or the test build), region,
+calibration, every arm through the harness, gather, analysis, figure, table, claims,
+ledger, verify and replay."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+TINY = {
+    "engine": {"build_dir": None, "build_type": "Release"},
+    "harness": {"cgroup": "auto", "overhead_reps": 1},
+    "pager_synthetic": {
+        "region_bytes": 2 << 20, "seed": 7, "chunk_bytes": 64 << 10, "passes": 3,
+        "source": "direct", "prefetch_depth": 2, "watchdog_s": 30, "eager_reconcile": True,
+        "main": {"arms": ["kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch"],
+                 "ratios": [0.5, 0.75], "reps": 2, "threads": 1, "compute_us": 0,
+                 "signal": "all-threads-finished"},
+        "stress": {"arms": ["pager-lru", "pager-declared"], "ratio": 0.5, "threads": [2],
+                   "compute_us": [0, 50], "signals": ["all-threads-finished", "thread0-started"], "reps": 2},
+    },
+    "claims": {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99},
+}
+
+
+def engine_build_dir(work: Path) -> str:
+    """Reuse the build `make test` made (same sources), else let the pipeline build one."""
+    shared = ROOT / ".build" / "engine-test"
+    if (shared / "residctl").exists():
+        return str(shared)
+    return str(work / ".build" / "engine")
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    work = tmp_path_factory.mktemp("pipeline")
+    (work / "engine").symlink_to(ROOT / "engine")
+    (work / "config").mkdir()
+    cfg = json.loads(json.dumps(TINY))
+    cfg["engine"]["build_dir"] = engine_build_dir(work)
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
+           "--cores", "2", "--resources", "storage_exclusive=1", "figures"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)
+    if proc.returncode != 0:
+        pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
+    return work, env
+
+
+def test_outputs_exist(campaign):
+    work, _ = campaign
+    for rel in ["figures/02-miss-rate-vs-optimal.png", "figures/02-miss-rate-vs-optimal.pdf",
+                "results/tables/pager-synthetic.csv", "results/tables/pager-synthetic.md",
+                "results/tables/pager-synthetic.tex", "claims/ledger.json",
+                "claims/P1.json", "claims/P4.json", "claims/P5.json", "results/probe.json"]:
+        assert (work / rel).stat().st_size > 0, rel
+    leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
+    assert not leftovers, f"temporary files left behind: {leftovers}"
+
+
+def test_every_run_recorded_and_within_its_limit(campaign):
+    work, _ = campaign
+    df = pd.read_parquet(work / "results" / "pager_synthetic.parquet")
+    assert len(df) == 4 * 2 * 2 + 2 * 2 * 2 * 2
+    assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["run_dir", "error"]].to_string()
+    assert (df["verify_errors"] == 0).all()
+    assert (df["bytes_verified"] == df["accesses"] * df["chunk_bytes"]).all()
+    pager = df[df["arm"] != "kernel-mmap"]
+    assert (pager["reconcile_checks"] > 0).all() and (pager["reconcile_mismatches"] == 0).all()
+    assert (pager["max_resident_chunks"] <= pager["budget_chunks"]).all()
+    if (df["host_grade"] == "hard").all():
+        assert (df["oom_kills"] == 0).all()
+        assert (df["peak_bytes"] <= df["limit_bytes"]).all()
+    assert df["engine_sha256"].nunique() == 1 and df["config_digest"].nunique() == 1
+
+
+def test_claims_hold_and_verify(campaign):
+    work, env = campaign
+    for cid in ("P1", "P4", "P5"):
+        doc = json.loads((work / "claims" / f"{cid}.json").read_text())
+        assert doc["verdict"] == "pass", (cid, doc["reasons"])
+        for what in ("verify", "replay"):
+            p = subprocess.run([sys.executable, "-m", "residency.cli", what, "--claim", cid],
+                               cwd=work, capture_output=True, text=True, env=env)
+            assert p.returncode == 0, p.stdout + p.stderr
+    ledger = json.loads((work / "claims" / "ledger.json").read_text())
+    assert [e["id"] for e in ledger["claims"]] == ["P1", "P4", "P5"]
+
+
+def test_rerun_is_a_no_op(campaign):
+    work, env = campaign
+    p = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
+                        "-n", "--cores", "1", "figures"], capture_output=True, text=True, env=env)
+    assert p.returncode == 0
+    assert "Nothing to be done" in p.stdout + p.stderr
