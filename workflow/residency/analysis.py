@@ -21,6 +21,7 @@ from . import atomic, belady
 from . import trace as trace_mod
 
 CELL_KEYS = ["campaign", "arm", "r", "threads", "compute_us", "signal"]
+IDENTITY = ["engine_sha256", "region_sha256", "config_digest"]  # carried through for claim scopes
 
 OPT_SCHEMA = pa.schema([
     ("campaign", pa.string()), ("arm", pa.string()), ("arm_letter", pa.string()),
@@ -36,7 +37,7 @@ OPT_SCHEMA = pa.schema([
     ("d_over_opt", pa.float64()),             # misses / opt_misses
     ("trace_sha256", pa.string()),
     ("run_dir", pa.string()),
-])
+] + [(c, pa.string()) for c in IDENTITY])
 
 DETERMINISM_SCHEMA = pa.schema([
     ("campaign", pa.string()), ("arm", pa.string()), ("r", pa.float64()),
@@ -48,7 +49,7 @@ DETERMINISM_SCHEMA = pa.schema([
     ("evictions_min", pa.int64()), ("evictions_max", pa.int64()),
     ("differing_records", pa.int64()),     # between the first two distinct traces
     ("first_differing_step", pa.int64()),
-])
+] + [(c, pa.string()) for c in IDENTITY])
 
 
 def _capacity(row) -> int | None:
@@ -72,7 +73,7 @@ def opt_table(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             **{k: row[k] for k in ["campaign", "arm", "arm_letter", "r", "rep", "threads",
                                    "compute_us", "signal", "status", "accesses", "misses",
-                                   "trace_sha256", "run_dir"]},
+                                   "trace_sha256", "run_dir", *IDENTITY]},
             "capacity_chunks": cap, "nominal_capacity_chunks": nominal,
             "opt_misses": opt, "opt_misses_nominal": opt_nom, "opt_closed_form": closed,
             "opt_miss_rate": (opt / row["accesses"]) if opt is not None and row["accesses"] else None,
@@ -120,6 +121,7 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
             "evictions_min": ok["evictions"].min() if len(ok) else None,
             "evictions_max": ok["evictions"].max() if len(ok) else None,
             "differing_records": differing, "first_differing_step": first,
+            **{c: ",".join(sorted(grp[c].dropna().unique())) or None for c in IDENTITY},
         })
     return pd.DataFrame(rows, columns=DETERMINISM_SCHEMA.names)
 

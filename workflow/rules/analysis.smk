@@ -7,5 +7,9 @@ rule analyse_pager_synthetic:
     output:
         opt="results/pager_synthetic_opt.parquet",
         determinism="results/pager_synthetic_determinism.parquet",
+    log:
+        f"{LOGS}/analyse-pager-synthetic.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency analyse --runs {input} --opt-out {output.opt} --determinism-out {output.determinism}"
+        "residency analyse --runs {input} --opt-out {output.opt} --determinism-out {output.determinism} 2> {log}"

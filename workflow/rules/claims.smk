@@ -6,6 +6,7 @@ from residency import claims as _claims
 
 CLAIM_IDS = sorted(_claims.REGISTRY)
 CLAIMS_LEDGER = "claims/ledger.json"
+CLAIM_SETTINGS = _json.dumps(config["claims"])
 
 
 rule claim:
@@ -16,9 +17,13 @@ rule claim:
     wildcard_constraints:
         claim_id="|".join(CLAIM_IDS),
     params:
-        settings=lambda w: "'" + _json.dumps(config["claims"]) + "'",
+        settings=f"'{CLAIM_SETTINGS}'",
+    log:
+        f"{LOGS}/claims/{{claim_id}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency claim {wildcards.claim_id} --settings {params.settings} --out {output}"
+        "residency claim {wildcards.claim_id} --settings {params.settings} --out {output} 2> {log}"
 
 
 rule ledger:
@@ -26,5 +31,9 @@ rule ledger:
         expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
     output:
         CLAIMS_LEDGER,
+    log:
+        f"{LOGS}/claims/ledger.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency ledger --out {output} {input}"
+        "residency ledger --out {output} {input} 2> {log}"

@@ -1,12 +1,16 @@
-# Shared names: paths, the campaign's cells and the config digest.
+# Shared names and helpers: paths, the campaign's cells, the config digest, the residctl
+# flags of a cell. Rule files hold rules only.
 
 from residency.identity import digest
 
+CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
 RESIDCTL = f"{config['engine']['build_dir']}/residctl"
 PS = config["pager_synthetic"]
 PS_DIGEST = digest({"engine": config["engine"], "pager_synthetic": PS})
 REGION = f"results/regions/synthetic-{PS['region_bytes']}-s{PS['seed']}.bin"
+REGION_IDENTITY = f"results/regions/synthetic-{PS['region_bytes']}-s{PS['seed']}.bin.json"
 RUNS = "results/runs/pager_synthetic"
+LOGS = "results/logs"
 
 
 def ratio_str(r):
@@ -16,6 +20,37 @@ def ratio_str(r):
 def budget_bytes(r):
     """The weight-residency budget r * T_repr, in whole bytes."""
     return int(float(r) * PS["region_bytes"])
+
+
+def run_dir(output):
+    """The run directory of a cell: where its harness.json lives."""
+    return str(Path(output[0]).parent)
+
+
+def scan_args(arm, r, threads, compute_us, signal):
+    """The residctl scan flags of one cell (the run directory is added by the rule)."""
+    args = [
+        f"--region {REGION}", f"--seed {PS['seed']}", f"--arm {arm}",
+        f"--chunk-size {PS['chunk_bytes']}", f"--passes {PS['passes']}",
+        f"--threads {threads}", f"--compute-us {compute_us}", f"--signal {signal}",
+        f"--watchdog-s {PS['watchdog_s']}",
+    ]
+    if arm != "kernel-mmap":
+        args += [f"--budget-bytes {budget_bytes(r)}", f"--source {PS['source']}",
+                 f"--prefetch-depth {PS['prefetch_depth']}"]
+    if PS["eager_reconcile"]:
+        args.append("--eager-reconcile")
+    return " ".join(args)
+
+
+def harness_meta(**kv):
+    """--meta flags: the cell's coordinates and the config digest, recorded in harness.json."""
+    return " ".join(f"--meta {k}={v}" for k, v in kv.items()) + f" --meta config_digest={PS_DIGEST}"
+
+
+def calibration_runs(wildcards):
+    return [f"{RUNS}/calibrate/t{wildcards.threads}/rep{k}/harness.json"
+            for k in range(1, config["harness"]["overhead_reps"] + 1)]
 
 
 MAIN_CELLS = [
@@ -32,7 +67,6 @@ STRESS_CELLS = [
     for c in PS["stress"]["compute_us"]
     for rep in range(1, PS["stress"]["reps"] + 1)
 ]
-CALIBRATION_THREADS = sorted({PS["main"]["threads"], *PS["stress"]["threads"]})
 
 
 wildcard_constraints:

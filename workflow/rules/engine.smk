@@ -13,14 +13,15 @@ rule engine:
     output:
         RESIDCTL,
     params:
-        build_dir=config["engine"]["build_dir"],
+        build_dir=lambda w, output: str(Path(output[0]).parent),
         build_type=config["engine"]["build_type"],
     log:
-        "results/logs/engine-build.log",
+        f"{LOGS}/engine-build.log",
+    conda:
+        CONDA_ENV
     shell:
         "(cmake -S engine -B {params.build_dir} -DCMAKE_BUILD_TYPE={params.build_type}"
         " && cmake --build {params.build_dir} --target residctl -j2) > {log} 2>&1"
-        " || (tail -n 30 {log} >&2; exit 1)"
 
 
 rule probe:
@@ -28,12 +29,20 @@ rule probe:
         RESIDCTL,
     output:
         "results/probe.json",
+    log:
+        f"{LOGS}/probe.log",
+    conda:
+        CONDA_ENV
     shell:
-        "mkdir -p results && {input} probe --dir results > {output}.tmp && mv {output}.tmp {output}"
+        "{input} probe --dir results > {output}.tmp 2> {log} && mv {output}.tmp {output}"
 
 
 rule machine:
     output:
         "results/machine.json",
+    log:
+        f"{LOGS}/machine.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency machine --out {output}"
+        "residency machine --out {output} 2> {log}"

@@ -13,5 +13,11 @@ rule figure_02:
     output:
         "figures/02-miss-rate-vs-optimal.png",
         "figures/02-miss-rate-vs-optimal.pdf",
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/figure-02.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency figure 02 --runs {input.runs} --opt {input.opt} --out-stem figures/02-miss-rate-vs-optimal"
+        "residency figure 02 --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"

@@ -4,11 +4,15 @@
 rule gather_pager_synthetic:
     input:
         runs=MAIN_CELLS + STRESS_CELLS,
-        region=REGION + ".json",
+        region=REGION_IDENTITY,
         probe="results/probe.json",
     output:
         "results/pager_synthetic.parquet",
     params:
         dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+    log:
+        f"{LOGS}/gather-pager-synthetic.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency gather --region-identity {input.region} --out {output} {params.dirs}"
+        "residency gather --region-identity {input.region} --out {output} {params.dirs} 2> {log}"

@@ -7,10 +7,14 @@ rule synthetic_region:
         RESIDCTL,
     output:
         region=REGION,
-        identity=REGION + ".json",
+        identity=REGION_IDENTITY,
     params:
         size=PS["region_bytes"],
         seed=PS["seed"],
+    log:
+        f"{LOGS}/synthetic-region.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{input} mkregion --out {output.region} --size {params.size} --seed {params.seed}"
-        " && residency region-identity --region {output.region} --seed {params.seed} --out {output.identity}"
+        "{input} mkregion --out {output.region} --size {params.size} --seed {params.seed} 2> {log}"
+        " && residency region-identity --region {output.region} --seed {params.seed} --out {output.identity} 2>> {log}"

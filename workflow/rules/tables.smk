@@ -9,5 +9,11 @@ rule table_pager_synthetic:
         opt="results/pager_synthetic_opt.parquet",
     output:
         TABLES,
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table-pager-synthetic.log",
+    conda:
+        CONDA_ENV
     shell:
-        "residency table pager-synthetic --runs {input.runs} --opt {input.opt} --out-stem results/tables/pager-synthetic"
+        "residency table pager-synthetic --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
