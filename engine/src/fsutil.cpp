@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -41,20 +42,10 @@ void write_file_atomic(const std::string& path, std::string_view data) {
 }
 
 void make_dirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      throw RunError("cannot create directory " + cur + ": " + errno_name(errno));
-    cur += "/";
-  }
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw RunError("not a directory: " + path);
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw RunError("cannot create directory " + path + ": " + ec.message());
+  if (!std::filesystem::is_directory(path, ec)) throw RunError("not a directory: " + path);
 }
 
 std::optional<std::string> read_text_file(const std::string& path) {

@@ -102,12 +102,19 @@ class Pager {
   SignalAudit audit() const;
   std::vector<ChunkId> resident_set() const;
 
+  // Watchdog for the one case the pager thread cannot watch itself: a fill stuck inside the
+  // Source (storage that stopped answering). Call periodically from another thread; fails
+  // the pager once a fill has been in progress longer than watchdog_s.
+  void check_stall();
+
   // Hold the fault loop (faults queue up unserved); shutdown() releases it. For tests.
   void pause(bool on);
   // Number of fault messages read and not yet served.
   size_t pending_faults() const;
   // One reconcile check now; returns the mismatching chunks it found.
   uint64_t reconcile_now();
+  // Description of the first reconcile mismatch (empty if none).
+  std::string first_mismatch() const;
 
  private:
   enum class State : uint8_t { Absent, Filling, Resident };
@@ -125,6 +132,7 @@ class Pager {
   void evict_locked(ChunkId c);
   bool fill(ChunkId c);
   bool copy_pages(ChunkId c, const std::byte* data);
+  void wake_chunk(ChunkId c);
   void reconcile_locked();
   void check_watchdog();
   void fail(const std::string& why);
@@ -162,6 +170,9 @@ class Pager {
   std::vector<uint32_t> mapped_pages_;
   std::vector<ChunkId> resident_list_;
   std::vector<unsigned char> mincore_buf_;
+  std::vector<uint8_t> mincore_known_;
+  std::string first_mismatch_;
+  SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
   SignalAudit audit_;
   uint64_t step_ = 0;
   PagerStats st_;
@@ -173,9 +184,13 @@ class Pager {
   std::vector<PendingFault> pending_;
   std::vector<ChunkId> candidates_;
   bool watchdog_reported_ = false;
+  std::atomic<size_t> pending_count_{0};
+  std::atomic<int64_t> busy_chunk_{-1};      // chunk being filled, -1 when none
+  std::atomic<uint64_t> busy_since_ns_{0};
 
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_quiesced_{false};
   std::atomic<bool> paused_{false};
   std::atomic<bool> want_leave_notify_{false};
   std::thread thread_;

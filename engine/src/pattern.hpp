@@ -31,9 +31,13 @@ struct VerifyMismatch {
   uint8_t actual;
 };
 
-// Check `len` bytes (multiple of 8) read from file offset `offset`; the first wrong byte
-// is returned. Loads are 8-byte aligned words (the caller passes page-aligned memory).
-std::optional<VerifyMismatch> verify_pattern(const std::byte* src, uint64_t offset, size_t len,
-                                             uint64_t seed);
+struct VerifyResult {
+  uint64_t bad_words = 0;               // 8-byte words that differ from the pattern
+  std::optional<VerifyMismatch> first;  // the first wrong byte
+};
+
+// Check `len` bytes (multiple of 8) read from file offset `offset`. Loads are 8-byte
+// aligned words (the caller passes page-aligned memory), each really performed.
+VerifyResult verify_pattern(const std::byte* src, uint64_t offset, size_t len, uint64_t seed);
 
 }  // namespace resid

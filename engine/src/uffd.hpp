@@ -14,11 +14,6 @@ namespace resid {
 enum class UffdMode { UserModeOnly, Syscall, DevUserfaultfd };
 const char* to_string(UffdMode m);
 
-struct UffdAttempt {
-  bool ok = false;
-  int err = 0;  // errno when !ok
-};
-
 class Uffd {
  public:
   Uffd() = default;
