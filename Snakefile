@@ -2,6 +2,7 @@
 # `snakemake --cores 1 figures` runs the main job; `snakemake --cores 1 claims/P1.json`
 # makes one claim with everything it needs. See README.md.
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,9 +11,17 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+# Jobs call the `residency` console script of the environment running Snakemake, also
+# when that environment (e.g. .venv) is not activated.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 from residency import config as residency_config  # noqa: E402
 
 configfile: "config/config.yaml"
+
+
+envvars:
+    "PATH",
+
 
 try:
     residency_config.validate(config)

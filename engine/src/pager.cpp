@@ -20,6 +20,14 @@
 
 namespace resid {
 
+uint64_t Pager::page_table_reserve(uint64_t mapped_bytes) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t pte_span = page / 8 * page;          // 512 entries x 4 KiB = 2 MiB
+  const uint64_t pmd_span = page / 8 * pte_span;      // 1 GiB
+  return ((mapped_bytes + pte_span - 1) / pte_span + (mapped_bytes + pmd_span - 1) / pmd_span) * page;
+}
+
+
 namespace {
 
 uint64_t now_ns() {

@@ -59,6 +59,12 @@ class Pager {
   Pager(const Pager&) = delete;
   Pager& operator=(const Pager&) = delete;
 
+  // Page-table pages needed to map `mapped_bytes` of region with 4 KiB pages (one PTE
+  // page per 2 MiB, one PMD page per 1 GiB, on x86-64 and arm64 with 4 KiB pages). The
+  // kernel charges them to the cgroup and keeps them after MADV_DONTNEED, so the pager
+  // pays for them out of its budget.
+  static uint64_t page_table_reserve(uint64_t mapped_bytes);
+
   void start();
   // Drain: serve every pending fault; `quiesce` (if given) runs on the calling thread while
   // the pager still serves (e.g. join the threads that use the region). Then mprotect

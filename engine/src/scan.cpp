@@ -224,15 +224,19 @@ int run_scan(const ScanConfig& cfg) {
   const uint64_t file_bytes = region_size(cfg.region);
   const uint64_t chunks = (file_bytes + cfg.chunk_size - 1) / cfg.chunk_size;
   if (chunks > UINT32_MAX) throw InputError("too many chunks");
-  const uint64_t steps = cfg.calibrate ? 0 : static_cast<uint64_t>(cfg.passes) * chunks;
-  if (steps > UINT32_MAX) throw InputError("passes * chunks exceeds the trace's u32 step field");
+  const uint64_t walk_steps = static_cast<uint64_t>(cfg.passes) * chunks;
+  if (walk_steps > UINT32_MAX) throw InputError("passes * chunks exceeds the trace's u32 step field");
+  const uint64_t steps = cfg.calibrate ? 0 : walk_steps;
 
   const auto policy_kind = policy_of(cfg.arm);
   std::unique_ptr<Pager> pager;
   uint64_t window_bytes = 0;
+  uint64_t page_table_bytes = 0;
   std::optional<uint64_t> budget_chunks;
+  // Sized from the walk even when calibrating, so the calibration run holds the same
+  // bookkeeping memory as the real run (it is part of the measured overhead O).
   const size_t reserve =
-      static_cast<size_t>(steps) * (policy_kind ? 4 + cfg.prefetch_depth : 1) + 64;
+      static_cast<size_t>(walk_steps) * (policy_kind ? 4 + cfg.prefetch_depth : 1) + 64;
   Trace trace(reserve);
   int map_fd = -1;
   const std::byte* base = nullptr;
@@ -241,21 +245,26 @@ int run_scan(const ScanConfig& cfg) {
     if (!cfg.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg.arm)));
     auto source = open_source(cfg.source, cfg.region, cfg.chunk_size);
     window_bytes = source->window_bytes();
-    if (*cfg.budget_bytes < window_bytes)
+    // The pager pays for its own memory out of the weight budget: its window, and the
+    // page-table pages that map its region (they stay charged after MADV_DONTNEED).
+    page_table_bytes = Pager::page_table_reserve(chunks * cfg.chunk_size);
+    const uint64_t own = window_bytes + page_table_bytes;
+    if (*cfg.budget_bytes < own)
       throw InputError("--budget-bytes " + std::to_string(*cfg.budget_bytes) +
-                       " does not even cover the pager's window (" + std::to_string(window_bytes) + " bytes)");
-    budget_chunks = (*cfg.budget_bytes - window_bytes) / cfg.chunk_size;
+                       " does not even cover the pager's window and page tables (" + std::to_string(own) + " bytes)");
+    budget_chunks = (*cfg.budget_bytes - own) / cfg.chunk_size;
     const uint64_t need = min_budget_chunks(cfg);
     if (*budget_chunks < need)
       throw InputError("--budget-bytes " + std::to_string(*cfg.budget_bytes) + " leaves " +
-                       std::to_string(*budget_chunks) + " chunk(s) after the " +
-                       std::to_string(window_bytes) + "-byte window; " + to_string(cfg.arm) + " with " +
+                       std::to_string(*budget_chunks) + " chunk(s) after the pager's own " +
+                       std::to_string(own) + " bytes; " + to_string(cfg.arm) + " with " +
                        std::to_string(cfg.threads) + " thread(s) needs at least " + std::to_string(need) +
-                       " (--budget-bytes >= " + std::to_string(need * cfg.chunk_size + window_bytes) + ")");
+                       " (--budget-bytes >= " + std::to_string(need * cfg.chunk_size + own) + ")");
     PagerConfig pc;
     pc.chunk_size = cfg.chunk_size;
     pc.budget_chunks = *budget_chunks;
-    pc.prefetch_depth = cfg.arm == Arm::PagerPrefetch ? cfg.prefetch_depth : 0;
+    // A calibration run touches no weight byte, so it must not prefetch one either.
+    pc.prefetch_depth = cfg.arm == Arm::PagerPrefetch && !cfg.calibrate ? cfg.prefetch_depth : 0;
     pc.eager_reconcile = cfg.eager_reconcile;
     pc.watchdog_s = cfg.watchdog_s;
     pager = std::make_unique<Pager>(std::move(source), make_policy(*policy_kind, static_cast<uint32_t>(chunks)), pc,
@@ -341,6 +350,7 @@ int run_scan(const ScanConfig& cfg) {
     j["region"] = {{"path", cfg.region}, {"bytes", file_bytes}, {"chunk_size", cfg.chunk_size}, {"chunks", chunks}};
     j["budget"] = {{"budget_bytes", cfg.budget_bytes ? nlohmann::json(*cfg.budget_bytes) : nlohmann::json(nullptr)},
                    {"window_bytes", window_bytes},
+                   {"page_table_bytes", page_table_bytes},
                    {"budget_chunks", budget_chunks ? nlohmann::json(*budget_chunks) : nlohmann::json(nullptr)}};
     const PagerStats ps = pager ? pager->stats() : PagerStats{};
     const SourceStats ss = pager ? pager->source_stats() : SourceStats{};

@@ -1,9 +1,11 @@
 """The non-weight overhead O of the model process, measured, not guessed (DESIGN.md §6).
 
-Calibration runs start the engine with everything set up but no weight byte touched
-(`residctl scan --calibrate`) inside an unlimited cgroup; O is the highest cgroup peak
-over the repetitions. Every arm's host limit is then r * T_repr + O. Without a cgroup the
-process's own high-water RSS (getrusage) stands in, and the record says so.
+Calibration runs start the engine of every arm with everything set up but no weight byte
+touched (`residctl scan --calibrate`) inside an unlimited cgroup. What an arm pays out of
+its weight budget (the pager's window) is subtracted from its peak; O is the highest
+remainder over arms and repetitions. Every arm's host limit is then r * T_repr + O, the
+same for all arms. Without a cgroup the process's own high-water RSS (getrusage) stands
+in, and the record says so.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ def calibrate(run_dirs, out) -> dict:
         if h["status"] != "ok":
             raise CalibrationError(f"calibration run {d} did not complete: {h['status']}")
         cg = h["host"].get("cgroup") or {}
+        run = json.loads((d / "run.json").read_text())
+        prepaid = int(run.get("budget", {}).get("window_bytes") or 0)
         if cg.get("peak_bytes") is not None:
-            samples.append({"run_dir": str(d), "bytes": int(cg["peak_bytes"]), "method": "cgroup-peak"})
+            peak, method = int(cg["peak_bytes"]), "cgroup-peak"
         else:
-            samples.append({"run_dir": str(d), "bytes": int(h["rusage"]["maxrss_kib"]) * 1024, "method": "maxrss"})
+            peak, method = int(h["rusage"]["maxrss_kib"]) * 1024, "maxrss"
+        samples.append({"run_dir": str(d), "arm": run.get("arm"), "peak_bytes": peak,
+                        "prepaid_bytes": prepaid, "bytes": peak - prepaid, "method": method})
     if not samples:
         raise CalibrationError("no calibration runs given")
     methods = sorted({s["method"] for s in samples})

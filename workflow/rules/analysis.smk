@@ -3,7 +3,8 @@
 
 rule analyse_pager_synthetic:
     input:
-        "results/pager_synthetic.parquet",
+        runs="results/pager_synthetic.parquet",
+        code=residency_code("analysis.py", "belady.py", "trace.py"),
     output:
         opt="results/pager_synthetic_opt.parquet",
         determinism="results/pager_synthetic_determinism.parquet",
@@ -12,4 +13,4 @@ rule analyse_pager_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency analyse --runs {input} --opt-out {output.opt} --determinism-out {output.determinism} 2> {log}"
+        "residency analyse --runs {input.runs} --opt-out {output.opt} --determinism-out {output.determinism} 2> {log}"

@@ -11,7 +11,8 @@ CLAIM_SETTINGS = _json.dumps(config["claims"])
 
 rule claim:
     input:
-        lambda w: _claims.input_paths(w.claim_id),
+        data=lambda w: _claims.input_paths(w.claim_id),
+        code=lambda w: residency_code("claims/record.py", f"claims/{w.claim_id.lower()}.py"),
     output:
         "claims/{claim_id}.json",
     wildcard_constraints:

@@ -11,6 +11,13 @@ REGION = f"results/regions/synthetic-{PS['region_bytes']}-s{PS['seed']}.bin"
 REGION_IDENTITY = f"results/regions/synthetic-{PS['region_bytes']}-s{PS['seed']}.bin.json"
 RUNS = "results/runs/pager_synthetic"
 LOGS = "results/logs"
+RESIDENCY_SRC = str(Path(workflow.basedir) / "workflow" / "residency")
+
+
+def residency_code(*modules):
+    """Source files of the residency package a derived output depends on: changing how a
+    number is computed remakes it."""
+    return [f"{RESIDENCY_SRC}/{m}" for m in modules]
 
 
 def ratio_str(r):
@@ -48,8 +55,14 @@ def harness_meta(**kv):
     return " ".join(f"--meta {k}={v}" for k, v in kv.items()) + f" --meta config_digest={PS_DIGEST}"
 
 
+# O is calibrated with every arm of the campaign; each arm's run is charged minus what
+# that arm pays out of its weight budget (the pager's window), and the highest is O.
+CALIBRATION_ARMS = sorted({*PS["main"]["arms"], *PS["stress"]["arms"]})
+
+
 def calibration_runs(wildcards):
-    return [f"{RUNS}/calibrate/t{wildcards.threads}/rep{k}/harness.json"
+    return [f"{RUNS}/calibrate/{arm}/t{wildcards.threads}/rep{k}/harness.json"
+            for arm in CALIBRATION_ARMS
             for k in range(1, config["harness"]["overhead_reps"] + 1)]
 
 

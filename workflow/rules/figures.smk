@@ -10,6 +10,7 @@ rule figure_02:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
+        code=residency_code("figures.py"),
     output:
         "figures/02-miss-rate-vs-optimal.png",
         "figures/02-miss-rate-vs-optimal.pdf",

@@ -6,6 +6,7 @@ rule gather_pager_synthetic:
         runs=MAIN_CELLS + STRESS_CELLS,
         region=REGION_IDENTITY,
         probe="results/probe.json",
+        code=residency_code("gather.py", "trace.py"),
     output:
         "results/pager_synthetic.parquet",
     params:

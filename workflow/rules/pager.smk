@@ -7,14 +7,14 @@ rule calibrate_overhead_run:
         engine=RESIDCTL,
         region=REGION,
     output:
-        f"{RUNS}/calibrate/t{{threads}}/rep{{rep}}/harness.json",
+        f"{RUNS}/calibrate/{{arm}}/t{{threads}}/rep{{rep}}/harness.json",
     params:
         dir=lambda w, output: run_dir(output),
-        scan=lambda w: scan_args("kernel-mmap", 0, w.threads, 0, "all-threads-finished"),
-        meta=lambda w: harness_meta(campaign="calibrate", threads=w.threads, rep=w.rep),
+        scan=lambda w: scan_args(w.arm, max(PS["main"]["ratios"]), w.threads, 0, "all-threads-finished"),
+        meta=lambda w: harness_meta(campaign="calibrate", arm=w.arm, threads=w.threads, rep=w.rep),
         cgroup=config["harness"]["cgroup"],
     log:
-        f"{LOGS}/pager_synthetic/calibrate/t{{threads}}-rep{{rep}}.log",
+        f"{LOGS}/pager_synthetic/calibrate/{{arm}}-t{{threads}}-rep{{rep}}.log",
     resources:
         storage_exclusive=1,
     conda:

@@ -7,6 +7,7 @@ rule table_pager_synthetic:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
+        code=residency_code("tables.py"),
     output:
         TABLES,
     params:
