@@ -46,7 +46,7 @@ def fig02_miss_rate_vs_optimal(runs_parquet, opt_parquet, stem) -> None:
     opt = pd.read_parquet(opt_parquet)
     main = runs[(runs["campaign"] == "main") & (runs["status"] == "ok")].copy()
     main["bytes_per_pass"] = main["physical_bytes_read"] / (main["passes"] * main["region_bytes"])
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
     for arm, (_, label, color, marker) in ARM_STYLE.items():
         sub = main[main["arm"] == arm]
         if sub.empty:
