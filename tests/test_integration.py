@@ -50,8 +50,8 @@ def campaign(tmp_path_factory):
     cfg["engine"]["build_dir"] = engine_build_dir(work)
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
-           "--cores", "2", "--resources", "storage_exclusive=1", "figures"]
+    cmd = [sys.executable, "-m", "snakemake", "figures", "-s", str(ROOT / "Snakefile"), "-d", str(work),
+           "--cores", "2", "--resources", "storage_exclusive=1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)
     if proc.returncode != 0:
         pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
