@@ -34,6 +34,9 @@ def project(tmp_path, *, d_extra=(), lru_physical=1.0, racy_extra=(16,)):
     analysis.analyse_pager_synthetic(res / "pager_synthetic.parquet", res / "pager_synthetic_opt.parquet",
                                      res / "pager_synthetic_determinism.parquet")
     (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
+    (res / "probe.json").write_text(json.dumps({"userfaultfd": {"how": "syscall"}, "o_direct": {"min_alignment": 512},
+                                                "io_uring": {"supported": True},
+                                                "cgroup": {"version": 1, "writable": True}}))
     return tmp_path
 
 
@@ -43,6 +46,8 @@ def test_claims_pass_on_consistent_measurements(tmp_path, cid):
     doc = claims.make(cid, root, SETTINGS)
     assert doc["verdict"] == "pass", doc["reasons"]
     assert doc["scope"]["engine_sha256"] == "e" * 64
+    assert doc["scope"]["kernel_features"]["cgroup_version"] == 1
+    assert [i["path"] for i in doc["inputs"]][-2:] == ["results/machine.json", "results/probe.json"]
     assert all(len(i["sha256"]) == 64 for i in doc["inputs"])
     assert verify.verify(cid, root) == []
     assert verify.replay(cid, root) == []

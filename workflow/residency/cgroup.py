@@ -162,7 +162,10 @@ class Cgroup:
             if self.version == 1:
                 self._listen_pressure()
         except Exception:
-            self.remove()
+            try:
+                self.remove(timeout_s=1.0)
+            except CgroupUnavailable:
+                pass  # the configuration error is the one to report
             raise
 
     def _configure(self) -> None:

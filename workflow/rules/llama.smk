@@ -65,7 +65,7 @@ rule llama_build:
         build_type=LLAMA["build_type"],
         native="true" if LLAMA["native"] else "false",
         extra=" ".join(shlex.quote(f"--cmake-arg={a}") for a in LLAMA["cmake_args"]),
-    threads: workflow.cores
+    threads: 2  # scaled down to --cores by Snakemake when fewer are given
     resources:
         mem_mb=4000,
     log:

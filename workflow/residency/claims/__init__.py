@@ -16,6 +16,7 @@ from . import p1, p4, p5, record
 
 REGISTRY = {m.ID: m for m in (p1, p4, p5)}
 MACHINE_FILE = "results/machine.json"
+PROBE_FILE = "results/probe.json"  # kernel features residctl found (userfaultfd, O_DIRECT, cgroup)
 LEDGER_FILE = "claims/ledger.json"
 
 
@@ -27,7 +28,7 @@ def module(claim_id: str):
 
 
 def input_paths(claim_id: str) -> list[str]:
-    return list(module(claim_id).INPUTS.values()) + [MACHINE_FILE]
+    return list(module(claim_id).INPUTS.values()) + [MACHINE_FILE, PROBE_FILE]
 
 
 def load_frames(mod, root: Path) -> dict[str, pd.DataFrame]:
@@ -41,8 +42,16 @@ def scope_of(frames: dict[str, pd.DataFrame], root: Path) -> dict:
         return vals[0] if len(vals) == 1 else (vals or None)
 
     machine = json.loads((root / MACHINE_FILE).read_text())
+    probe = json.loads((root / PROBE_FILE).read_text())
     return {
         "machine": machine,
+        "kernel_features": {
+            "userfaultfd": (probe.get("userfaultfd") or {}).get("how"),
+            "o_direct_alignment": (probe.get("o_direct") or {}).get("min_alignment"),
+            "io_uring": (probe.get("io_uring") or {}).get("supported"),
+            "cgroup_version": (probe.get("cgroup") or {}).get("version"),
+            "cgroup_writable": (probe.get("cgroup") or {}).get("writable"),
+        },
         "model": uniq("model") or "synthetic cyclic-scan region",
         "model_sha256": uniq("model_sha256") or uniq("region_sha256"),
         "engine_sha256": uniq("engine_sha256"),
