@@ -95,3 +95,105 @@ def region_identity(root: Path) -> Path:
     p = root / "region.json"
     p.write_text(json.dumps({"path": "x", "bytes": 1, "seed": 1, "sha256": "f" * 64}))
     return p
+
+
+# ---- fake real-model runs (residctl generate's run directory) ---------------------------
+
+MODEL_OBJECTS = [[0, 1, 2, 3], [4], [5], [6], [7], [0, 1, 2, 3]]  # embd, layer.0..3, output (tied)
+
+
+def simulate_steps(policy: str, capacity: int, passes: int):
+    """Trace records, misses, evictions of object steps under 'lru' or 'min' (Belady)."""
+    import numpy as _np  # noqa: F401  (keeps the fixture import-light for scan tests)
+
+    seq = [(p * len(MODEL_OBJECTS) + i, c) for p in range(passes) for i, obj in enumerate(MODEL_OBJECTS) for c in obj]
+    resident: OrderedDict[int, None] = OrderedDict()
+    records, misses, evictions = [], 0, 0
+    for pos, (step, c) in enumerate(seq):
+        miss = c not in resident
+        if miss:
+            misses += 1
+            if len(resident) >= capacity:
+                if policy == "lru":
+                    victim = next(iter(resident))
+                else:
+                    def nxt(x):
+                        return next((j for j in range(pos + 1, len(seq)) if seq[j][1] == x), 10**9)
+                    victim = max(resident, key=nxt)
+                del resident[victim]
+                evictions += 1
+                records.append((step, victim, 4, 0))
+            records.append((step, c, 2, 0))
+        resident[c] = None
+        resident.move_to_end(c)
+        records.append((step, c, 1, 1 if miss else 0))
+    records.sort(key=lambda r: (r[0], r[2], r[1]))
+    return records, misses, evictions
+
+
+def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: int, *, tokens=4, n_vocab=16,
+                   tps=10.0, logits_seed=0, flip=None, status="ok", chunk_size=1 << 20, capacity=None,
+                   bytes_per_miss=None, interposed=True):
+    import numpy as np
+
+    d = root / campaign / arm / (f"r{r:g}" if r is not None else "none") / f"rep{rep}"
+    d.mkdir(parents=True)
+    passes = tokens  # prefill + tokens-1 decode passes produce `tokens` logit rows
+    capacity = capacity or (max(2, int((r or 1.0) * 8) - 1))
+    policy = "lru" if arm == "pager-lru" else "min"
+    records, misses, evictions = simulate_steps(policy, capacity, passes)
+    if arm == "kernel-mmap":
+        records = [x for x in records if x[2] == 1]
+    write_trace(d / "trace.bin", chunk_size, 8, records)
+    rng = np.random.default_rng(logits_seed)
+    logits = rng.standard_normal((tokens, n_vocab)).astype("<f4")
+    if flip is not None:
+        raw = bytearray(logits.tobytes())
+        raw[flip] ^= 1
+        logits = np.frombuffer(bytes(raw), dtype="<f4").reshape(tokens, n_vocab)
+    logits.tofile(d / "logits.f32")
+    toks = [int(x) for x in logits.argmax(axis=1)]
+    (d / "tokens.json").write_text(json.dumps({"prompt": "p", "prompt_tokens": [1, 2], "tokens": toks, "text": "t"}))
+    phys = misses * (bytes_per_miss or chunk_size)
+    accesses = sum(1 for x in records if x[2] == 1)
+    demand = misses // 2 if arm == "pager-prefetch" else misses  # prefetch turns demand faults into fills
+    run = {
+        "schema_version": 1, "subcommand": "generate", "status": status, "error": None if status == "ok" else "watchdog",
+        "arm": arm, "policy": None if arm == "kernel-mmap" else arm.split("-")[1],
+        "source_engine": None if arm == "kernel-mmap" else "direct", "uffd_mode": None if arm == "kernel-mmap" else "syscall",
+        "config": {"chunk_size": chunk_size},
+        "region": {"path": "m.gguf", "bytes": 8 * chunk_size, "chunk_size": chunk_size, "chunks": 8},
+        "budget": {"budget_bytes": int((r or 0) * 8 * chunk_size) or None, "window_bytes": chunk_size,
+                   "page_table_bytes": 8192, "budget_chunks": capacity},
+        "counters": {"steps": passes * 6, "accesses": accesses, "hits": accesses - misses, "misses": misses,
+                     "demand_fills": demand, "prefetch_fills": misses - demand, "prefetch_used": misses - demand,
+                     "evictions": evictions, "faults_handled": demand, "spurious_faults": 0, "signals": passes * 6,
+                     "logical_bytes_read": phys, "physical_bytes_read": phys, "max_resident_chunks": capacity,
+                     "reconcile_checks": 0, "reconcile_mismatches": 0},
+        "latency_ns": {"fault_p50": 1000, "fault_p99": 5000, "fault_max": 9000, "fill_p50": 900, "fill_p99": 1800},
+        "wall_ns": 10**9, "trace": {"file": "trace.bin", "records": len(records)},
+        "model": {"path": "m.gguf", "bytes": 8 * chunk_size, "n_layer": 4, "n_vocab": n_vocab, "n_expert": 0,
+                  "tied_output": True},
+        "llama": {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "repack_disabled": True, "threads": 2, "ctx": 64},
+        "generation": {"prompt_tokens": 2, "tokens": tokens, "passes": passes, "prefill_ns": 10**6,
+                       "decode_ns": int((tokens - 1) / tps * 1e9), "tokens_per_s": tps},
+        "mapping": {"interposed": interposed if arm != "kernel-mmap" else False},
+        "objects": 6, "steps_per_pass": 6,
+    }
+    (d / "run.json").write_text(json.dumps(run))
+    harness = {
+        "schema_version": 1, "argv": ["residctl"], "engine": {"path": "/x/residctl", "sha256": "e" * 64},
+        "meta": {"campaign": campaign, "arm": arm, "r": f"{r:g}" if r is not None else "", "rep": str(rep),
+                 "config_digest": "c" * 64, "overhead_bytes": 4 << 20, "t_repr_bytes": 8 * chunk_size},
+        "status": "ok" if status == "ok" else "failed", "exit_code": 0 if status == "ok" else 1,
+        "term_signal": None, "started_utc": "2026-01-01T00:00:00+00:00", "wall_s": 1.0,
+        "rusage": {"maxrss_kib": 1000, "user_s": 0, "sys_s": 0, "majflt": 0, "inblock": 0},
+        "host": {"grade": "hard" if r else "instrumented", "reason": None,
+                 "limit_bytes": int(r * 8 * chunk_size) + (4 << 20) if r else None,
+                 "cgroup": {"version": 1, "path": "/x", "limit_bytes": 1, "peak_bytes": 1 << 20, "limit_events": 0,
+                            "oom_events": 0, "oom_kills": 0, "swap_peak_bytes": None, "pressure_events": 0,
+                            "notes": []}},
+        "stderr_tail": [], "dropped_cache": ["m.gguf"],
+    }
+    (d / "harness.json").write_text(json.dumps(harness))
+    return d

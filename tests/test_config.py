@@ -21,8 +21,12 @@ def test_embedded_default_is_valid():
     assert default()["pager_synthetic"]["main"]["arms"]
 
 
-def test_paper_config_is_valid():
-    config.load(ROOT / "config" / "paper.yaml")
+def test_paper_config_needs_the_users_model():
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    with pytest.raises(config.ConfigError, match="pager_model.model: 'user:qwen2.5-3b-instruct-q4_k_m' is not declared"):
+        config.validate(paper)
+    paper["models"]["user"] = [{"name": "qwen2.5-3b-instruct-q4_k_m", "path": "/data/q.gguf", "sha256": "0" * 64}]
+    config.validate(paper)
 
 
 @pytest.mark.parametrize("mutate, needle", [

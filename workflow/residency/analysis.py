@@ -58,28 +58,31 @@ def _capacity(row) -> int | None:
     return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
 
 
-def opt_table(runs: pd.DataFrame) -> pd.DataFrame:
+def opt_table(runs: pd.DataFrame, keys=("threads", "compute_us", "signal"), cyclic=True,
+              identity=IDENTITY) -> pd.DataFrame:
+    """OPT per run from its own trace. `cyclic`: the trace is a plain cyclic chunk scan, so
+    the closed form applies as a cross-check (the synthetic study)."""
     rows = []
     for _, row in runs.iterrows():
         trace_path = Path(row["run_dir"]) / "trace.bin"
-        cap = _capacity(row)
+        cap = _capacity(row) if pd.notna(row["budget_bytes"]) else None
         nominal = int(row["budget_bytes"] // row["chunk_bytes"]) if pd.notna(row["budget_bytes"]) and row["chunk_bytes"] else None
         opt = opt_nom = closed = None
         if trace_path.exists() and cap:
             ref = trace_mod.read(trace_path).reference()
             opt = belady.opt_misses(ref, cap)
             opt_nom = belady.opt_misses(ref, nominal) if nominal else None
-            closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))
+            if cyclic:
+                closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))
         rows.append({
-            **{k: row[k] for k in ["campaign", "arm", "arm_letter", "r", "rep", "threads",
-                                   "compute_us", "signal", "status", "accesses", "misses",
-                                   "trace_sha256", "run_dir", *IDENTITY]},
+            **{k: row[k] for k in ["campaign", "arm", "arm_letter", "r", "rep", *keys, "status", "accesses",
+                                   "misses", "trace_sha256", "run_dir", *identity]},
             "capacity_chunks": cap, "nominal_capacity_chunks": nominal,
             "opt_misses": opt, "opt_misses_nominal": opt_nom, "opt_closed_form": closed,
             "opt_miss_rate": (opt / row["accesses"]) if opt is not None and row["accesses"] else None,
             "d_over_opt": (row["misses"] / opt) if opt else None,
         })
-    return pd.DataFrame(rows, columns=OPT_SCHEMA.names)
+    return pd.DataFrame(rows)
 
 
 def _first_difference(a: Path, b: Path) -> tuple[int, int | None]:
@@ -127,7 +130,7 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write(df: pd.DataFrame, schema: pa.Schema, out: str | os.PathLike) -> None:
-    atomic.write_parquet(out, pa.Table.from_pandas(df, schema=schema, preserve_index=False))
+    atomic.write_parquet(out, pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False))
 
 
 def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.PathLike,
@@ -135,3 +138,16 @@ def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.P
     runs = pd.read_parquet(runs_parquet)
     _write(opt_table(runs), OPT_SCHEMA, opt_out)
     _write(determinism_table(runs), DETERMINISM_SCHEMA, determinism_out)
+
+
+MODEL_IDENTITY = ["engine_sha256", "model", "model_sha256", "config_digest"]
+MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in ("threads", "compute_us", "signal", *IDENTITY)]
+                             + [("valid", pa.bool_())] + [(c, pa.string()) for c in MODEL_IDENTITY])
+
+
+def analyse_pager_model(runs_parquet: str | os.PathLike, opt_out: str | os.PathLike) -> None:
+    """OPT per run of the real-model study, at the pager's capacity, from its own trace."""
+    runs = pd.read_parquet(runs_parquet)
+    runs = runs[runs["campaign"] == "main"]
+    df = opt_table(runs, keys=("valid",), cyclic=False, identity=MODEL_IDENTITY)
+    _write(df[MODEL_OPT_SCHEMA.names], MODEL_OPT_SCHEMA, opt_out)

@@ -47,7 +47,7 @@ def write_text(dest: str | os.PathLike, text: str) -> None:
 
 
 def write_json(dest: str | os.PathLike, obj: Any) -> None:
-    write_text(dest, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def write_parquet(dest: str | os.PathLike, table) -> None:

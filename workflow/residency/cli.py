@@ -53,31 +53,47 @@ def _cmd_region_identity(a) -> int:
 def _cmd_gather(a) -> int:
     from . import gather
 
-    t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out)
+    if a.study == "pager-synthetic":
+        _need(a, "region_identity")
+        t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out)
+    else:
+        _need(a, "oracle", "model_identity")
+        t = gather.gather_pager_model(a.run_dirs, a.oracle, a.model_identity, a.out)
     print(f"residency gather: {t.num_rows} runs -> {a.out}", file=sys.stderr)
     return 0
+
+
+def _need(a, *names) -> None:
+    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(a, n, None) is None]
+    if missing:
+        raise SystemExit(f"residency: error: {a.command} {a.study} needs {', '.join(missing)}")
 
 
 def _cmd_analyse(a) -> int:
     from . import analysis
 
-    analysis.analyse_pager_synthetic(a.runs, a.opt_out, a.determinism_out)
+    if a.study == "pager-synthetic":
+        _need(a, "determinism_out")
+        analysis.analyse_pager_synthetic(a.runs, a.opt_out, a.determinism_out)
+    else:
+        analysis.analyse_pager_model(a.runs, a.opt_out)
     return 0
 
 
 def _cmd_figure(a) -> int:
     from . import figures
 
-    if a.figure == "02":
-        figures.fig02_miss_rate_vs_optimal(a.runs, a.opt, a.out_stem)
+    draw = {"02": figures.fig02_miss_rate_vs_optimal, "06": figures.fig06_real_model_bytes,
+            "07": figures.fig07_throughput_scaling}[a.figure]
+    draw(a.runs, a.opt, a.out_stem)
     return 0
 
 
 def _cmd_table(a) -> int:
     from . import tables
 
-    if a.table == "pager-synthetic":
-        tables.pager_synthetic_summary(a.runs, a.opt, a.out_stem)
+    make = {"pager-synthetic": tables.pager_synthetic_summary, "pager-model": tables.pager_model_summary}[a.table]
+    make(a.runs, a.opt, a.out_stem)
     return 0
 
 
@@ -145,6 +161,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cgroup", choices=["auto", "required", "off"], default="auto")
     s.add_argument("--cgroup-parent", default=None, help="make the run's cgroup under this directory")
     s.add_argument("--meta", action="append", help="key=value recorded in harness.json (repeatable)")
+    s.add_argument("--drop-cache", action="append", default=[],
+                   help="drop this file's clean page cache before the run (repeatable)")
     s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- residctl ...")
     s.set_defaults(func=_cmd_run)
 
@@ -167,27 +185,31 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(func=_cmd_region_identity)
 
-    s = sub.add_parser("gather", help="run directories -> results/pager_synthetic.parquet")
-    s.add_argument("--region-identity", required=True)
+    s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
+    s.add_argument("study", choices=["pager-synthetic", "pager-model"])
+    s.add_argument("--region-identity", help="pager-synthetic: the region's identity record")
+    s.add_argument("--oracle", help="pager-model: the oracle run directory (unconstrained baseline)")
+    s.add_argument("--model-identity", help="pager-model: the model's identity record")
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)
 
-    s = sub.add_parser("analyse", help="Belady bound per run and determinism per cell")
+    s = sub.add_parser("analyse", help="Belady bound per run (and determinism per cell)")
+    s.add_argument("study", choices=["pager-synthetic", "pager-model"])
     s.add_argument("--runs", required=True)
     s.add_argument("--opt-out", required=True)
-    s.add_argument("--determinism-out", required=True)
+    s.add_argument("--determinism-out", help="pager-synthetic: determinism per cell")
     s.set_defaults(func=_cmd_analyse)
 
     s = sub.add_parser("figure", help="draw a figure from Parquet")
-    s.add_argument("figure", choices=["02"])
+    s.add_argument("figure", choices=["02", "06", "07"])
     s.add_argument("--runs", required=True)
     s.add_argument("--opt", required=True)
     s.add_argument("--out-stem", required=True, help="path without extension; .png and .pdf are written")
     s.set_defaults(func=_cmd_figure)
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
-    s.add_argument("table", choices=["pager-synthetic"])
+    s.add_argument("table", choices=["pager-synthetic", "pager-model"])
     s.add_argument("--runs", required=True)
     s.add_argument("--opt", required=True)
     s.add_argument("--out-stem", required=True)

@@ -51,7 +51,18 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     if errors:
         best = jsonschema.exceptions.best_match(errors) or errors[0]
         raise ConfigError(_one_line(best).replace("\n", " "))
+    _cross_check(config)
     return config
+
+
+def _cross_check(config: dict) -> None:
+    """What the schema cannot say: references between sections."""
+    model = config.get("pager_model", {}).get("model", "")
+    if model.startswith("user:"):
+        names = {m.get("name") for m in config.get("models", {}).get("user", [])}
+        if model[5:] not in names:
+            raise ConfigError(f"config error: pager_model.model: {model!r} is not declared under models.user "
+                              "(add an entry with name, path and sha256)")
 
 
 def load(path: str | os.PathLike) -> dict:

@@ -76,3 +76,68 @@ def fig02_miss_rate_vs_optimal(runs_parquet, opt_parquet, stem) -> None:
     fig.suptitle(f"Figure 02. Miss rate against the Belady optimum on a cyclic scan\n({n_chunks} chunks, "
                  f"{passes} passes, equal host limit r*T+O per arm; mean of reps, band = min-max)", fontsize=10)
     _save(fig, stem)
+
+
+def _model_frames(runs_parquet, opt_parquet):
+    runs = pd.read_parquet(runs_parquet)
+    opt = pd.read_parquet(opt_parquet)
+    main = runs[(runs["campaign"] == "main") & runs["valid"]].copy()
+    base = runs[(runs["campaign"] == "baseline") & runs["valid"]]
+    return runs, opt, main, base
+
+
+def _model_title(runs: pd.DataFrame) -> str:
+    m = runs.dropna(subset=["model"])
+    if m.empty:
+        return "no runs"
+    row = m.iloc[0]
+    return (f"{row['model']} ({row['t_repr_bytes'] / 1e6:.1f} MB of tensors), {int(row['tokens'])} generated "
+            f"tokens, equal host limit r*T+O per arm; mean of valid reps, band = min-max")
+
+
+def fig06_real_model_bytes(runs_parquet, opt_parquet, stem) -> None:
+    """Figure 06: physical bytes read per run (prefill + generated tokens) against r, per arm, with OPT."""
+    runs, opt, main, _ = _model_frames(runs_parquet, opt_parquet)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    for arm, (_, label, color, marker) in ARM_STYLE.items():
+        sub = main[main["arm"] == arm].assign(gb=lambda d: d["physical_bytes_read"] / 1e9)
+        if not sub.empty:
+            _band(ax, sub, "gb", label, color, marker)
+    o = opt[(opt["arm"] == "pager-declared") & opt["opt_misses"].notna() & opt["valid"]]
+    o = o.merge(main[["run_dir", "chunk_bytes"]], on="run_dir")
+    if not o.empty:
+        g = (o["opt_misses"] * o["chunk_bytes"] / 1e9).groupby(o["r"]).mean()
+        ax.plot(g.index, g.values, color="black", linestyle="--", marker="*", label="OPT (Belady, D's capacity)")
+    if not main.empty:
+        t = main["t_repr_bytes"].iloc[0] * main["tokens"].iloc[0] / 1e9
+        ax.axhline(t, color="#999999", linestyle=":", linewidth=1)
+        ax.annotate("whole model per token", (main["r"].min(), t), textcoords="offset points",
+                    xytext=(0, 4), fontsize=8, color="#666666")
+    ax.set(xlabel="budget ratio r = resident weight budget / T_repr",
+           ylabel="physical bytes read per run (GB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.suptitle("Figure 06. Bytes read from storage on a real model\n" + _model_title(runs), fontsize=9)
+    _save(fig, stem)
+
+
+def fig07_throughput_scaling(runs_parquet, opt_parquet, stem) -> None:
+    """Figure 07: decode tokens/s against r, per arm, with the unconstrained baseline as a line."""
+    runs, _, main, base = _model_frames(runs_parquet, opt_parquet)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    for arm, (_, label, color, marker) in ARM_STYLE.items():
+        sub = main[main["arm"] == arm]
+        if not sub.empty:
+            _band(ax, sub, "tokens_per_s", label, color, marker)
+    if not base.empty:
+        m = base["tokens_per_s"].mean()
+        ax.axhline(m, color="black", linestyle="--", linewidth=1.2,
+                   label=f"unconstrained mmap baseline ({m:.1f} tok/s)")
+        ax.axhspan(base["tokens_per_s"].min(), base["tokens_per_s"].max(), color="black", alpha=0.08, linewidth=0)
+    ax.set(xlabel="budget ratio r = resident weight budget / T_repr", ylabel="decode throughput (tokens/s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.suptitle("Figure 07. Throughput against the budget on a real model\n" + _model_title(runs), fontsize=9)
+    _save(fig, stem)

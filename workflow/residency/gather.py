@@ -22,35 +22,29 @@ ARM_LETTER = {
     "pager-zero": "Z",
 }
 
-# The columns of results/pager_synthetic.parquet, in order. Units are in the names.
-PAGER_SYNTHETIC_SCHEMA = pa.schema([
-    ("campaign", pa.string()),            # main | stress
+# Columns every study shares, in order. Units are in the names.
+RUN_COLUMNS = [
+    ("campaign", pa.string()),            # main | stress | baseline
     ("arm", pa.string()),                 # code name (kernel-mmap, pager-lru, ...)
     ("arm_letter", pa.string()),          # reference letter (A, C, D, E)
-    ("r", pa.float64()),                  # budget ratio
+    ("r", pa.float64()),                  # budget ratio (null for an unconstrained baseline)
     ("rep", pa.int32()),
-    ("threads", pa.int32()),
-    ("compute_us", pa.int32()),
-    ("signal", pa.string()),
     ("status", pa.string()),              # ok | failed | oom-killed | killed-*
     ("error", pa.string()),
     ("policy", pa.string()),
     ("source_engine", pa.string()),
     ("uffd_mode", pa.string()),
-    ("region_bytes", pa.int64()),         # T_repr of the synthetic region
     ("chunk_bytes", pa.int64()),
     ("chunks", pa.int64()),
-    ("passes", pa.int32()),
     ("budget_bytes", pa.int64()),         # r * T_repr
     ("window_bytes", pa.int64()),
-    ("budget_chunks", pa.int64()),        # the pager's capacity after paying for its window
+    ("page_table_bytes", pa.int64()),     # paid by the pager out of its budget
+    ("budget_chunks", pa.int64()),        # the pager's capacity after paying for its own memory
     ("steps", pa.int64()),
     ("accesses", pa.int64()),
     ("hits", pa.int64()),
     ("misses", pa.int64()),
     ("miss_rate", pa.float64()),          # misses / accesses
-    ("accesses_after_cold", pa.int64()),  # accesses in passes 2.. (from the trace)
-    ("misses_after_cold", pa.int64()),
     ("demand_fills", pa.int64()),
     ("prefetch_fills", pa.int64()),
     ("prefetch_used", pa.int64()),
@@ -60,8 +54,6 @@ PAGER_SYNTHETIC_SCHEMA = pa.schema([
     ("signals", pa.int64()),
     ("logical_bytes_read", pa.int64()),
     ("physical_bytes_read", pa.int64()),
-    ("bytes_verified", pa.int64()),
-    ("verify_errors", pa.int64()),
     ("max_resident_chunks", pa.int64()),
     ("reconcile_checks", pa.int64()),
     ("reconcile_mismatches", pa.int64()),
@@ -71,6 +63,8 @@ PAGER_SYNTHETIC_SCHEMA = pa.schema([
     ("wall_ns", pa.int64()),
     ("trace_records", pa.int64()),
     ("trace_sha256", pa.string()),
+]
+HOST_COLUMNS = [
     ("host_grade", pa.string()),          # hard | instrumented | unenforced
     ("cgroup_version", pa.int32()),
     ("limit_bytes", pa.int64()),          # r * T_repr + overhead
@@ -80,10 +74,57 @@ PAGER_SYNTHETIC_SCHEMA = pa.schema([
     ("pressure_events", pa.int64()),      # v1 vmpressure reclaim events (null on v2)
     ("oom_kills", pa.int64()),
     ("engine_sha256", pa.string()),
-    ("region_sha256", pa.string()),
     ("config_digest", pa.string()),
     ("run_dir", pa.string()),
+]
+
+PAGER_SYNTHETIC_SCHEMA = pa.schema(RUN_COLUMNS[:5] + [
+    ("threads", pa.int32()),
+    ("compute_us", pa.int32()),
+    ("signal", pa.string()),
+] + RUN_COLUMNS[5:10] + [
+    ("region_bytes", pa.int64()),         # T_repr of the synthetic region
+    ("passes", pa.int32()),
+] + RUN_COLUMNS[10:20] + [
+    ("accesses_after_cold", pa.int64()),  # accesses in passes 2.. (from the trace)
+    ("misses_after_cold", pa.int64()),
+] + RUN_COLUMNS[20:] + [
+    ("bytes_verified", pa.int64()),
+    ("verify_errors", pa.int64()),
+] + HOST_COLUMNS + [
+    ("region_sha256", pa.string()),
 ])
+
+PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
+    ("model", pa.string()),
+    ("model_sha256", pa.string()),
+    ("model_bytes", pa.int64()),          # file size
+    ("t_repr_bytes", pa.int64()),         # tensor payload bytes (the budget's denominator)
+    ("n_layer", pa.int32()),
+    ("n_vocab", pa.int64()),
+    ("n_expert", pa.int32()),
+    ("objects", pa.int64()),
+    ("steps_per_pass", pa.int64()),
+    ("prompt_tokens", pa.int32()),
+    ("tokens", pa.int32()),               # generated tokens
+    ("passes", pa.int32()),               # prefill + decode passes
+    ("layer_transitions", pa.int64()),    # n_layer * generated tokens
+    ("physical_bytes_per_token", pa.float64()),
+    ("prefill_ns", pa.int64()),
+    ("decode_ns", pa.int64()),
+    ("tokens_per_s", pa.float64()),       # decoded tokens / decode wall time
+    ("repack_disabled", pa.bool_()),
+    ("interposed", pa.bool_()),           # llama.cpp's model mapping was the pager's region
+    ("llama_commit", pa.string()),
+    ("exact", pa.bool_()),                # tokens and every logit row byte-identical to the oracle
+    ("tokens_equal", pa.bool_()),
+    ("logits_equal", pa.bool_()),
+    ("first_differing_step", pa.int64()),
+    ("exactness_detail", pa.string()),
+    ("oracle_run_dir", pa.string()),
+    ("logits_sha256", pa.string()),
+    ("valid", pa.bool_()),                # status ok and exact: a run that counts
+] + HOST_COLUMNS)
 
 
 def _load(path: Path) -> dict | None:
@@ -97,10 +138,8 @@ def _int(v):
     return None if v is None else int(v)
 
 
-def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
-    """One row of results/pager_synthetic.parquet from a run directory."""
-    from . import trace as trace_mod
-
+def _common(run_dir: Path) -> tuple[dict, dict, dict]:
+    """(row of RUN_COLUMNS + HOST_COLUMNS, run.json, harness meta) of a run directory."""
     harness = _load(run_dir / "harness.json")
     if harness is None:
         raise FileNotFoundError(f"{run_dir}: no harness.json (the run was never recorded)")
@@ -112,71 +151,36 @@ def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
     budget = run.get("budget", {})
     host = harness["host"]
     cg = host.get("cgroup") or {}
-
     trace_path = run_dir / "trace.bin"
-    acc_after = miss_after = trace_sha = None
-    if trace_path.exists():
-        tr = trace_mod.read(trace_path)
-        acc = tr.accesses
-        after = acc["step"] >= tr.chunks
-        acc_after = int(after.sum())
-        miss_after = int(((acc["flags"] & trace_mod.FLAG_MISS) != 0)[after].sum())
-        trace_sha = sha256_file(trace_path)
-
-    accesses = counters.get("accesses")
-    misses = counters.get("misses")
     status = run.get("status") if harness["status"] in ("ok", "failed") and run else harness["status"]
     error = run.get("error")
     if not run:
         error = error or f"no run.json: {harness['status']}; stderr: {' | '.join(harness.get('stderr_tail', []))}"
-    return {
+    accesses, misses = counters.get("accesses"), counters.get("misses")
+    row = {
         "campaign": meta.get("campaign"),
         "arm": meta.get("arm"),
         "arm_letter": ARM_LETTER.get(meta.get("arm"), "?"),
         "r": float(meta["r"]) if meta.get("r") not in (None, "") else None,
         "rep": int(meta.get("rep", 0)),
-        "threads": int(meta.get("threads", 1)),
-        "compute_us": int(meta.get("compute_us", 0)),
-        "signal": meta.get("signal"),
         "status": status,
         "error": error,
         "policy": run.get("policy"),
         "source_engine": run.get("source_engine"),
         "uffd_mode": run.get("uffd_mode"),
-        "region_bytes": _int(region.get("bytes")),
-        "chunk_bytes": _int(region.get("chunk_size")),
+        "chunk_bytes": _int(region.get("chunk_size") or run.get("config", {}).get("chunk_size")),
         "chunks": _int(region.get("chunks")),
-        "passes": _int(run.get("config", {}).get("passes")),
         "budget_bytes": _int(budget.get("budget_bytes") or meta.get("budget_bytes")),
         "window_bytes": _int(budget.get("window_bytes")),
+        "page_table_bytes": _int(budget.get("page_table_bytes")),
         "budget_chunks": _int(budget.get("budget_chunks")),
-        "steps": _int(counters.get("steps")),
-        "accesses": _int(accesses),
-        "hits": _int(counters.get("hits")),
-        "misses": _int(misses),
         "miss_rate": (misses / accesses) if accesses else None,
-        "accesses_after_cold": acc_after,
-        "misses_after_cold": miss_after,
-        "demand_fills": _int(counters.get("demand_fills")),
-        "prefetch_fills": _int(counters.get("prefetch_fills")),
-        "prefetch_used": _int(counters.get("prefetch_used")),
-        "evictions": _int(counters.get("evictions")),
-        "faults_handled": _int(counters.get("faults_handled")),
-        "spurious_faults": _int(counters.get("spurious_faults")),
-        "signals": _int(counters.get("signals")),
-        "logical_bytes_read": _int(counters.get("logical_bytes_read")),
-        "physical_bytes_read": _int(counters.get("physical_bytes_read")),
-        "bytes_verified": _int(counters.get("bytes_verified")),
-        "verify_errors": _int(counters.get("verify_errors")),
-        "max_resident_chunks": _int(counters.get("max_resident_chunks")),
-        "reconcile_checks": _int(counters.get("reconcile_checks")),
-        "reconcile_mismatches": _int(counters.get("reconcile_mismatches")),
         "fault_p50_ns": _int(lat.get("fault_p50")),
         "fault_p99_ns": _int(lat.get("fault_p99")),
         "fill_p50_ns": _int(lat.get("fill_p50")),
         "wall_ns": _int(run.get("wall_ns")),
         "trace_records": _int(run.get("trace", {}).get("records")),
-        "trace_sha256": trace_sha,
+        "trace_sha256": sha256_file(trace_path) if trace_path.exists() else None,
         "host_grade": host.get("grade"),
         "cgroup_version": _int(cg.get("version")),
         "limit_bytes": _int(host.get("limit_bytes")),
@@ -186,10 +190,42 @@ def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
         "pressure_events": _int(cg.get("pressure_events")),
         "oom_kills": _int(cg.get("oom_kills")),
         "engine_sha256": harness["engine"]["sha256"],
-        "region_sha256": region_sha256,
         "config_digest": meta.get("config_digest"),
         "run_dir": str(run_dir),
     }
+    for name in ("steps", "accesses", "hits", "misses", "demand_fills", "prefetch_fills", "prefetch_used",
+                 "evictions", "faults_handled", "spurious_faults", "signals", "logical_bytes_read",
+                 "physical_bytes_read", "max_resident_chunks", "reconcile_checks", "reconcile_mismatches"):
+        row[name] = _int(counters.get(name))
+    return row, run, meta
+
+
+def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
+    """One row of results/pager_synthetic.parquet from a run directory."""
+    from . import trace as trace_mod
+
+    row, run, meta = _common(run_dir)
+    acc_after = miss_after = None
+    if (run_dir / "trace.bin").exists():
+        tr = trace_mod.read(run_dir / "trace.bin")
+        acc = tr.accesses
+        after = acc["step"] >= tr.chunks
+        acc_after = int(after.sum())
+        miss_after = int(((acc["flags"] & trace_mod.FLAG_MISS) != 0)[after].sum())
+    counters = run.get("counters", {})
+    row.update({
+        "threads": int(meta.get("threads", 1)),
+        "compute_us": int(meta.get("compute_us", 0)),
+        "signal": meta.get("signal"),
+        "region_bytes": _int(run.get("region", {}).get("bytes")),
+        "passes": _int(run.get("config", {}).get("passes")),
+        "accesses_after_cold": acc_after,
+        "misses_after_cold": miss_after,
+        "bytes_verified": _int(counters.get("bytes_verified")),
+        "verify_errors": _int(counters.get("verify_errors")),
+        "region_sha256": region_sha256,
+    })
+    return row
 
 
 def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: str | os.PathLike,
@@ -198,5 +234,61 @@ def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: s
     region = json.loads(Path(region_identity).read_text())
     rows = [pager_synthetic_row(Path(d), region["sha256"]) for d in sorted(map(str, run_dirs))]
     table = pa.Table.from_pylist(rows, schema=PAGER_SYNTHETIC_SCHEMA)
+    atomic.write_parquet(out, table)
+    return table
+
+
+def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
+    """One row of results/pager_model.parquet, compared with the oracle run."""
+    from .exactness import compare
+
+    row, run, meta = _common(run_dir)
+    model = run.get("model", {})
+    gen = run.get("generation", {})
+    llama = run.get("llama", {})
+    tokens = _int(gen.get("tokens"))
+    n_layer = _int(model.get("n_layer"))
+    phys = row["physical_bytes_read"]
+    cmp = compare(run_dir, oracle_dir) if (oracle_dir / "tokens.json").exists() else None
+    logits = run_dir / "logits.f32"
+    row.update({
+        "model": model_identity.get("name") or Path(model_identity["path"]).stem,
+        "model_sha256": model_identity["sha256"],
+        "model_bytes": _int(model.get("bytes")),
+        "t_repr_bytes": _int(meta.get("t_repr_bytes")),
+        "n_layer": n_layer,
+        "n_vocab": _int(model.get("n_vocab")),
+        "n_expert": _int(model.get("n_expert")),
+        "objects": _int(run.get("objects")),
+        "steps_per_pass": _int(run.get("steps_per_pass")),
+        "prompt_tokens": _int(gen.get("prompt_tokens")),
+        "tokens": tokens,
+        "passes": _int(gen.get("passes")),
+        "layer_transitions": n_layer * tokens if n_layer is not None and tokens is not None else None,
+        "physical_bytes_per_token": (phys / tokens) if phys is not None and tokens else None,
+        "prefill_ns": _int(gen.get("prefill_ns")),
+        "decode_ns": _int(gen.get("decode_ns")),
+        "tokens_per_s": gen.get("tokens_per_s"),
+        "repack_disabled": llama.get("repack_disabled"),
+        "interposed": (run.get("mapping") or {}).get("interposed"),
+        "llama_commit": llama.get("commit"),
+        "exact": cmp.exact if cmp else None,
+        "tokens_equal": cmp.tokens_equal if cmp else None,
+        "logits_equal": cmp.logits_equal if cmp else None,
+        "first_differing_step": cmp.first_differing_step if cmp else None,
+        "exactness_detail": (cmp.detail or None) if cmp else "no oracle run to compare with",
+        "oracle_run_dir": str(oracle_dir),
+        "logits_sha256": sha256_file(logits) if logits.exists() else None,
+    })
+    row["valid"] = bool(row["status"] == "ok" and row["exact"])
+    return row
+
+
+def gather_pager_model(run_dirs: list[str | os.PathLike], oracle_dir: str | os.PathLike,
+                       model_identity: str | os.PathLike, out: str | os.PathLike) -> pa.Table:
+    """Write results/pager_model.parquet; every run is compared with `oracle_dir`."""
+    ident = json.loads(Path(model_identity).read_text())
+    rows = [pager_model_row(Path(d), ident, Path(oracle_dir)) for d in sorted(map(str, run_dirs))]
+    table = pa.Table.from_pylist(rows, schema=PAGER_MODEL_SCHEMA)
     atomic.write_parquet(out, table)
     return table

@@ -44,6 +44,17 @@ def _resolve(cmd0: str) -> Path:
     return Path(found).resolve()
 
 
+def _drop_page_cache(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise HarnessError(f"cannot open {path} to drop its page cache: {exc.strerror}") from None
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def _clean_dir(out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
@@ -57,8 +68,12 @@ def run(
     cgroup_mode: str = "auto",
     cgroup_parent: str | None = None,
     meta: dict | None = None,
+    drop_cache: list[str] | None = None,
 ) -> dict:
-    """Run `cmd` under the host authority and write DIR/harness.json; return its content."""
+    """Run `cmd` under the host authority and write DIR/harness.json; return its content.
+
+    `drop_cache` files have their clean page-cache pages dropped first, so a run starts
+    cold and cannot use cache charged to an earlier run's cgroup beyond its own limit."""
     if not cmd:
         raise HarnessError("no command given after --")
     out = Path(out)
@@ -78,6 +93,9 @@ def run(
                 raise HarnessError(f"cgroup required but unavailable: {reason}") from None
     else:
         reason = "cgroup disabled by configuration (harness.cgroup: off)"
+
+    for path in drop_cache or []:
+        _drop_page_cache(path)
 
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -137,6 +155,7 @@ def run(
             "cgroup": asdict(counters) if counters else None,
         },
         "stderr_tail": stderr_text.splitlines()[-5:],
+        "dropped_cache": list(drop_cache or []),
     }
     atomic.write_json(out / HARNESS_FILE, record)
     return record
@@ -159,7 +178,8 @@ def main_run(args) -> int:
         limit, extra = limit_from(args.budget_bytes, args.overhead, args.limit_bytes)
         meta = dict(kv.split("=", 1) for kv in (args.meta or []))
         meta.update(extra)
-        rec = run(args.cmd, args.out, limit, args.cgroup, args.cgroup_parent, meta=meta)
+        rec = run(args.cmd, args.out, limit, args.cgroup, args.cgroup_parent, meta=meta,
+                  drop_cache=args.drop_cache)
     except HarnessError as exc:
         print(f"residency run: error: {exc}", file=sys.stderr)
         return 2

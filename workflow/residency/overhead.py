@@ -20,6 +20,14 @@ class CalibrationError(RuntimeError):
     pass
 
 
+def _prepaid(run: dict) -> int:
+    """Weight-side bytes a calibration run holds: the pager's window; for llama.cpp's own
+    mapping (generate, arm A) the whole model file, which it populates at load."""
+    if run.get("subcommand") == "generate" and run.get("arm") == "kernel-mmap":
+        return int(run["model"]["bytes"])
+    return int(run.get("budget", {}).get("window_bytes") or 0)
+
+
 def calibrate(run_dirs, out) -> dict:
     samples = []
     for d in map(Path, run_dirs):
@@ -28,7 +36,7 @@ def calibrate(run_dirs, out) -> dict:
             raise CalibrationError(f"calibration run {d} did not complete: {h['status']}")
         cg = h["host"].get("cgroup") or {}
         run = json.loads((d / "run.json").read_text())
-        prepaid = int(run.get("budget", {}).get("window_bytes") or 0)
+        prepaid = _prepaid(run)
         if cg.get("peak_bytes") is not None:
             peak, method = int(cg["peak_bytes"]), "cgroup-peak"
         else:

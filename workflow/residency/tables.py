@@ -57,3 +57,27 @@ def pager_synthetic_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
     g = g.drop(columns=["arm"]).sort_values(["arm_row", "r"])
     write_table(g, stem, "Synthetic cyclic scan: per arm and budget ratio r, means over repetitions")
     return g
+
+
+def pager_model_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
+    """Per arm and r on the real model: validity, bytes, misses against OPT, throughput,
+    fault tail, cgroup peak and limit; the unconstrained baseline as its own rows."""
+    runs = pd.read_parquet(runs_parquet)
+    opt = pd.read_parquet(opt_parquet)[["run_dir", "opt_misses"]]
+    df = runs.merge(opt, on="run_dir", how="left")
+    df["r"] = df["r"].fillna(float("nan"))
+    df["bytes_per_token_over_t"] = df["physical_bytes_per_token"] / df["t_repr_bytes"]
+    g = df.groupby(["campaign", "arm", "r"], dropna=False).agg(
+        reps=("rep", "count"), valid=("valid", "sum"), exact=("exact", "sum"),
+        gb_per_run=("physical_bytes_read", lambda s: s.mean() / 1e9),
+        bytes_per_token_over_t=("bytes_per_token_over_t", "mean"),
+        misses=("misses", "mean"), opt_misses=("opt_misses", "mean"),
+        tokens_per_s=("tokens_per_s", "mean"), fault_p99_us=("fault_p99_ns", lambda s: s.mean() / 1e3),
+        peak_mib=("peak_bytes", lambda s: s.max() / 2**20), limit_mib=("limit_bytes", lambda s: s.max() / 2**20),
+    ).reset_index()
+    g["misses_over_opt"] = g["misses"] / g["opt_misses"]
+    g.insert(0, "arm_row", [("baseline (unconstrained)" if c == "baseline" else ARM_ROW.get(ARM_LETTER.get(a, "?"), a))
+                            for c, a in zip(g["campaign"], g["arm"])])
+    g = g.drop(columns=["campaign", "arm"]).sort_values(["arm_row", "r"], na_position="first")
+    write_table(g, stem, "Real model through the pager: per arm and budget ratio r, means over repetitions")
+    return g

@@ -13,4 +13,18 @@ rule analyse_pager_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency analyse --runs {input.runs} --opt-out {output.opt} --determinism-out {output.determinism} 2> {log}"
+        "residency analyse pager-synthetic --runs {input.runs} --opt-out {output.opt} --determinism-out {output.determinism} 2> {log}"
+
+
+rule analyse_pager_model:
+    input:
+        runs="results/pager_model.parquet",
+        code=residency_code("analysis.py", "belady.py", "trace.py"),
+    output:
+        opt="results/pager_model_opt.parquet",
+    log:
+        f"{LOGS}/analyse-pager-model.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency analyse pager-model --runs {input.runs} --opt-out {output.opt} 2> {log}"

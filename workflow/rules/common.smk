@@ -98,3 +98,66 @@ wildcard_constraints:
     rep=r"\d+",
     threads=r"\d+",
     compute=r"\d+",
+
+
+# ---- the real-model pager study (reference 000 on llama.cpp) ------------------------------
+
+PM = config["pager_model"]
+PM_RUNS = "results/runs/pager_model"
+PM_DIGEST = digest({"engine": config["engine"], "llama": config["llama"], "pager_model": PM})
+PM_NAME = PM["model"].replace("user:", "")
+
+
+def pm_model():
+    """(GGUF path, identity record, tensor inventory) of the configured model."""
+    m = PM["model"]
+    if m == "smollm2":
+        g = MODEL_SMOLLM2
+    elif m.startswith("synthetic-"):
+        g = MODEL_SYNTH[m.split("-", 1)[1]]
+    else:
+        n = m[len("user:"):]
+        return USER_MODELS[n]["path"], USER_IDENTITY[n], USER_INVENTORY[n]
+    return g, model_identity(g), model_inventory(g)
+
+
+def pm_t_repr(inventory_path):
+    """T_repr: the model's tensor payload bytes, from its inventory."""
+    import json as _j
+
+    return int(_j.loads(Path(inventory_path).read_text())["tensor_bytes"])
+
+
+def pm_budget(inventory_path, r):
+    return int(float(r) * pm_t_repr(inventory_path))
+
+
+def generate_args(model, arm, budget):
+    """The residctl generate flags of one cell (run directory added by the rule)."""
+    args = [
+        f"--model {model}", f"--arm {arm}", f"--chunk-size {PM['chunk_bytes']}",
+        f"--tokens {PM['tokens']}", f"--threads {PM['threads']}", f"--ctx {PM['ctx']}",
+        f"--watchdog-s {PM['watchdog_s']}",
+    ]
+    if arm != "kernel-mmap":
+        args += [f"--budget-bytes {budget}", f"--source {PM['source']}",
+                 f"--prefetch-depth {PM['prefetch_depth']}"]
+    if PM["eager_reconcile"]:
+        args.append("--eager-reconcile")
+    return " ".join(args)
+
+
+def pm_meta(**kv):
+    return " ".join(f"--meta {k}={v}" for k, v in kv.items()) + f" --meta config_digest={PM_DIGEST}"
+
+
+def pm_calibration_runs(wildcards):
+    return [f"{PM_RUNS}/{PM_NAME}/calibrate/{arm}/rep{k}/harness.json"
+            for arm in PM["arms"] for k in range(1, config["harness"]["overhead_reps"] + 1)]
+
+
+PM_CELLS = [
+    f"{PM_RUNS}/{PM_NAME}/{arm}/r{ratio_str(r)}/rep{rep}/harness.json"
+    for arm in PM["arms"] for r in PM["ratios"] for rep in range(1, PM["reps"] + 1)
+]
+PM_BASELINES = [f"{PM_RUNS}/{PM_NAME}/baseline/rep{rep}/harness.json" for rep in range(1, PM["baseline_reps"] + 1)]

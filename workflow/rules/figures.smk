@@ -1,8 +1,9 @@
 # Figures: each drawn by one function from Parquet only.
 
 FIGURES = [
-    "figures/02-miss-rate-vs-optimal.png",
-    "figures/02-miss-rate-vs-optimal.pdf",
+    f"figures/{stem}.{ext}"
+    for stem in ("02-miss-rate-vs-optimal", "06-real-model-bytes", "07-throughput-scaling")
+    for ext in ("png", "pdf")
 ]
 
 
@@ -22,3 +23,23 @@ rule figure_02:
         CONDA_ENV
     shell:
         "residency figure 02 --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+
+
+rule figure_model:
+    input:
+        runs="results/pager_model.parquet",
+        opt="results/pager_model_opt.parquet",
+        code=residency_code("figures.py"),
+    output:
+        "figures/{number}-{name}.png",
+        "figures/{number}-{name}.pdf",
+    wildcard_constraints:
+        number="06|07",
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/figure-{{number}}-{{name}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency figure {wildcards.number} --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"

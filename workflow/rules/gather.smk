@@ -16,4 +16,23 @@ rule gather_pager_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency gather --region-identity {input.region} --out {output} {params.dirs} 2> {log}"
+        "residency gather pager-synthetic --region-identity {input.region} --out {output} {params.dirs} 2> {log}"
+
+
+rule gather_pager_model:
+    input:
+        runs=PM_CELLS + PM_BASELINES,
+        identity=lambda w: pm_model()[1],
+        code=residency_code("gather.py", "exactness.py", "trace.py"),
+    output:
+        "results/pager_model.parquet",
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        oracle=str(Path(PM_BASELINES[0]).parent),
+    log:
+        f"{LOGS}/gather-pager-model.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency gather pager-model --oracle {params.oracle} --model-identity {input.identity}"
+        " --out {output} {params.dirs} 2> {log}"

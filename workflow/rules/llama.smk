@@ -13,10 +13,7 @@
 import shlex
 import sys
 
-from residency.models import embedded_default
-
-# An optional section: a config without it gets the embedded default's.
-LLAMA = config["llama"] if "llama" in config else embedded_default("llama")
+LLAMA = config["llama"]
 LLAMA_DIR = LLAMA["build_dir"]
 LLAMA_PREFIX = f"{LLAMA_DIR}/install"
 LLAMA_IDENTITY = f"{LLAMA_PREFIX}/llama-identity.json"

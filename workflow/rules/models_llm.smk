@@ -12,10 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from residency.models import embedded_default
-
-# An optional section: a config without it gets the embedded default's.
-MODELS = config["models"] if "models" in config else embedded_default("models")
+MODELS = config["models"]
 MODELS_DIR = "results/models"
 SMOLLM2_NAME = Path(MODELS["smollm2"]["member"]).stem  # SmolLM2-135M-Instruct.Q4_1
 MODEL_SMOLLM2 = f"{MODELS_DIR}/{SMOLLM2_NAME}.gguf"

@@ -1,6 +1,6 @@
 # Paper tables: CSV, Markdown and LaTeX from Parquet.
 
-TABLES = [f"results/tables/pager-synthetic.{ext}" for ext in ("csv", "md", "tex")]
+TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model") for ext in ("csv", "md", "tex")]
 
 
 rule table_pager_synthetic:
@@ -9,7 +9,7 @@ rule table_pager_synthetic:
         opt="results/pager_synthetic_opt.parquet",
         code=residency_code("tables.py"),
     output:
-        TABLES,
+        [f"results/tables/pager-synthetic.{ext}" for ext in ("csv", "md", "tex")],
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),
     log:
@@ -18,3 +18,20 @@ rule table_pager_synthetic:
         CONDA_ENV
     shell:
         "residency table pager-synthetic --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+
+
+rule table_pager_model:
+    input:
+        runs="results/pager_model.parquet",
+        opt="results/pager_model_opt.parquet",
+        code=residency_code("tables.py"),
+    output:
+        [f"results/tables/pager-model.{ext}" for ext in ("csv", "md", "tex")],
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table-pager-model.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table pager-model --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"

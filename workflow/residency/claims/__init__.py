@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import p1, p4, p5, record
+from . import p1, p2, p4, p5, p6, p7, p8, p9, p10, p11, record
 
-REGISTRY = {m.ID: m for m in (p1, p4, p5)}
+REGISTRY = {m.ID: m for m in (p1, p2, p4, p5, p6, p7, p8, p9, p10, p11)}
 MACHINE_FILE = "results/machine.json"
 PROBE_FILE = "results/probe.json"  # kernel features residctl found (userfaultfd, O_DIRECT, cgroup)
 LEDGER_FILE = "claims/ledger.json"
@@ -52,7 +52,8 @@ def scope_of(frames: dict[str, pd.DataFrame], root: Path) -> dict:
             "cgroup_version": (probe.get("cgroup") or {}).get("version"),
             "cgroup_writable": (probe.get("cgroup") or {}).get("writable"),
         },
-        "model": uniq("model") or "synthetic cyclic-scan region",
+        "model": uniq("model") or ("synthetic cyclic-scan region" if any("region_sha256" in f for f in frames.values())
+                                   else None),
         "model_sha256": uniq("model_sha256") or uniq("region_sha256"),
         "engine_sha256": uniq("engine_sha256"),
         "config_digest": uniq("config_digest"),

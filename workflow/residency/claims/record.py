@@ -122,8 +122,29 @@ def verdict_of(doc: dict, insufficient: list[str]) -> tuple[str, list[str]]:
     return ("fail" if failed else "pass"), reasons
 
 
+def plain(obj: Any) -> Any:
+    """JSON-safe values: NaN and missing become null, numpy scalars become Python ones."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        obj = obj.item()  # numpy scalar
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if obj is not None and not isinstance(obj, (str, int, float, bool)):
+        try:
+            if obj != obj:  # pandas NA / NaT
+                return None
+        except TypeError:
+            return None
+    return obj
+
+
 def build(claim_id: str, reference_statement: str, result: ClaimResult, inputs: list[str],
           scope: dict, settings: dict, root: Path) -> dict:
+    result.values = plain(result.values)
+    scope = plain(scope)
     doc = {
         "id": claim_id,
         "schema_version": SCHEMA_VERSION,

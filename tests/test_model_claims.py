@@ -1,0 +1,103 @@
+"""The real-model study's gather, OPT and claims P2, P6..P11 on fake generate runs."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from residency import analysis, claims, gather, verify
+
+from fixtures import make_model_run
+
+SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99, "p7_max_d_over_opt": 1.13,
+            "p8_whole_model_min_fraction": 0.9, "p9_flat_max_ratio": 1.25, "p9_rise_min_ratio": 1.25,
+            "p9_monotone_tolerance": 0.05}
+RATIOS = (0.25, 0.5, 0.75)
+
+
+def tps_of(arm, r):
+    return {"kernel-mmap": 5.0, "pager-lru": 6.0}.get(arm, 4.0 + 8.0 * r)
+
+
+def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None):
+    runs = tmp_path / "results" / "runs"
+    dirs = [make_model_run(runs, "baseline", "kernel-mmap", None, rep, tps=20.0) for rep in (1, 2)]
+    for arm in ("kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch"):
+        for r in RATIOS:
+            for rep in (1, 2, 3):
+                kw = {}
+                if arm == "kernel-mmap":
+                    kw["bytes_per_miss"] = 3 << 20  # readahead: more bytes than chunks missed
+                if arm == "pager-prefetch":
+                    kw["bytes_per_miss"] = (1 << 20) + 4096
+                    kw["status"] = e_status if (r, rep) == (0.25, 1) else "ok"
+                if arm == "pager-lru" and c_bytes_per_miss:
+                    kw["bytes_per_miss"] = c_bytes_per_miss
+                if (arm, r, rep) == flip_run:
+                    kw["flip"] = 5
+                dirs.append(make_model_run(runs, "main", arm, r, rep, tps=tps_of(arm, r), **kw))
+    res = tmp_path / "results"
+    ident = res / "model.json"
+    ident.write_text(json.dumps({"name": "tiny", "path": "m.gguf", "sha256": "a" * 64}))
+    oracle = dirs[0]
+    gather.gather_pager_model(dirs, oracle, ident, res / "pager_model.parquet")
+    analysis.analyse_pager_model(res / "pager_model.parquet", res / "pager_model_opt.parquet")
+    (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
+    (res / "probe.json").write_text(json.dumps({"userfaultfd": {"how": "syscall"}, "cgroup": {"version": 1}}))
+    return tmp_path
+
+
+def test_gather_schema_and_exactness(tmp_path):
+    root = project(tmp_path, flip_run=("pager-declared", 0.5, 2))
+    df = pd.read_parquet(root / "results" / "pager_model.parquet")
+    assert list(df.columns) == gather.PAGER_MODEL_SCHEMA.names
+    assert len(df) == 2 + 4 * 3 * 3
+    bad = df[(df["arm"] == "pager-declared") & (df["r"] == 0.5) & (df["rep"] == 2)].iloc[0]
+    assert not bad["exact"] and not bad["valid"] and bad["first_differing_step"] == 0
+    assert df.drop(bad.name)["exact"].all()
+    assert (df[df["campaign"] == "main"]["layer_transitions"] == 4 * 4).all()
+
+
+@pytest.mark.parametrize("cid", ["P2", "P6", "P7", "P8", "P9", "P10", "P11"])
+def test_model_claims_pass_on_consistent_runs(tmp_path, cid):
+    root = project(tmp_path)
+    doc = claims.make(cid, root, SETTINGS)
+    assert doc["verdict"] == "pass", (cid, doc["reasons"])
+    assert doc["scope"]["model"] == "tiny" and doc["scope"]["model_sha256"] == "a" * 64
+    assert verify.verify(cid, root) == [] and verify.replay(cid, root) == []
+
+
+def test_p11_fails_on_one_flipped_logit_byte(tmp_path):
+    root = project(tmp_path, flip_run=("pager-lru", 0.75, 3))
+    doc = claims.make("P11", root, SETTINGS)
+    assert doc["verdict"] == "fail"
+    bad = [c for c in doc["values"]["cells"] if not c["exact"]]
+    assert len(bad) == 1 and bad[0]["first_differing_step"] == 0 and "logit row 0" in bad[0]["detail"]
+
+
+def test_p10_fails_when_e_does_not_complete(tmp_path):
+    root = project(tmp_path, e_status="failed")
+    doc = claims.make("P10", root, SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert doc["values"]["completed"].count(False) == 1
+
+
+def test_p8_fails_when_lru_reads_less_than_the_model(tmp_path):
+    root = project(tmp_path, c_bytes_per_miss=1 << 18)
+    assert claims.make("P8", root, SETTINGS)["verdict"] == "fail"
+
+
+def test_p7_opt_is_a_floor(tmp_path):
+    root = project(tmp_path)
+    doc = claims.make("P7", root, SETTINGS)
+    assert all(c["d_over_opt"] == 1.0 for c in doc["values"]["cells"])
+
+
+def test_model_claims_insufficient_without_runs(tmp_path):
+    root = project(tmp_path)
+    p = root / "results" / "pager_model.parquet"
+    df = pd.read_parquet(p)
+    df[df["arm"] != "pager-declared"].to_parquet(p, index=False)
+    doc = claims.make("P2", root, SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence"
+    assert any("no valid pager-declared run" in r for r in doc["reasons"])

@@ -1,0 +1,41 @@
+"""Shared selection for the real-model claims: valid runs of the main campaign, per arm
+and budget ratio, summarised the same way for every claim that uses them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .record import as_float
+
+MODEL_RUNS = "results/pager_model.parquet"
+MODEL_OPT = "results/pager_model_opt.parquet"
+
+
+def main_runs(runs: pd.DataFrame, arm: str | None = None) -> pd.DataFrame:
+    df = runs[runs["campaign"] == "main"]
+    return df if arm is None else df[df["arm"] == arm]
+
+
+def per_r(runs: pd.DataFrame, arm: str, column: str, valid_only: bool = True) -> dict[float, float]:
+    """Mean of `column` over the arm's (valid) repetitions, per budget ratio."""
+    df = main_runs(runs, arm)
+    if valid_only:
+        df = df[df["valid"]]
+    return {float(r): as_float(g[column].mean()) for r, g in df.groupby("r")}
+
+
+def ratios(runs: pd.DataFrame) -> list[float]:
+    return sorted({float(r) for r in main_runs(runs)["r"].dropna().unique()})
+
+
+def missing_cells(runs: pd.DataFrame, arms: list[str]) -> list[str]:
+    """Reasons evidence is missing: an (arm, r) with no valid run."""
+    out = []
+    for arm in arms:
+        have = set(per_r(runs, arm, "rep"))
+        for r in ratios(runs):
+            if r not in have:
+                out.append(f"no valid {arm} run at r={r:g}")
+    if main_runs(runs).empty:
+        out.append(f"no runs of the main campaign in {MODEL_RUNS}")
+    return out

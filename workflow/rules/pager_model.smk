@@ -1,0 +1,95 @@
+# The real-model pager study (reference 000): SmolLM2 (or your GGUF) through llama.cpp,
+# arms A/C/D/E x r x reps, plus unconstrained plain-mmap baselines (the exactness oracle).
+# Each run: its own memory cgroup with limit r*T_repr + O, the model's page cache dropped first.
+
+
+rule pager_model_calibrate_run:
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        inventory=lambda w: pm_model()[2],
+    output:
+        f"{PM_RUNS}/{PM_NAME}/calibrate/{{arm}}/rep{{rep}}/harness.json",
+    params:
+        dir=lambda w, output: run_dir(output),
+        gen=lambda w, input: generate_args(input.model, w.arm, pm_budget(input.inventory, max(PM["ratios"]))),
+        prompt=PM["prompt"],
+        meta=lambda w: pm_meta(campaign="calibrate", arm=w.arm, rep=w.rep),
+        cgroup=config["harness"]["cgroup"],
+    log:
+        f"{LOGS}/pager_model/calibrate-{{arm}}-rep{{rep}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --calibrate --out {params.dir} 2> {log}"
+
+
+rule pager_model_overhead:
+    input:
+        pm_calibration_runs,
+    output:
+        f"results/calibration/pager_model-{PM_NAME}.json",
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input),
+    log:
+        f"{LOGS}/pager_model/overhead.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency overhead --out {output} {params.dirs} 2> {log}"
+
+
+rule pager_model_cell:
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        inventory=lambda w: pm_model()[2],
+        overhead=f"results/calibration/pager_model-{PM_NAME}.json",
+    output:
+        f"{PM_RUNS}/{PM_NAME}/{{arm}}/r{{r}}/rep{{rep}}/harness.json",
+    params:
+        dir=lambda w, output: run_dir(output),
+        budget=lambda w, input: pm_budget(input.inventory, w.r),
+        gen=lambda w, input: generate_args(input.model, w.arm, pm_budget(input.inventory, w.r)),
+        prompt=PM["prompt"],
+        meta=lambda w, input: pm_meta(campaign="main", arm=w.arm, r=w.r, rep=w.rep,
+                                      t_repr_bytes=pm_t_repr(input.inventory)),
+        cgroup=config["harness"]["cgroup"],
+    log:
+        f"{LOGS}/pager_model/{{arm}}-r{{r}}-rep{{rep}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} --budget-bytes {params.budget}"
+        " --overhead {input.overhead} --drop-cache {input.model} {params.meta}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+
+
+rule pager_model_baseline:
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        inventory=lambda w: pm_model()[2],
+    output:
+        f"{PM_RUNS}/{PM_NAME}/baseline/rep{{rep}}/harness.json",
+    params:
+        dir=lambda w, output: run_dir(output),
+        gen=lambda w, input: generate_args(input.model, "kernel-mmap", None),
+        prompt=PM["prompt"],
+        meta=lambda w, input: pm_meta(campaign="baseline", arm="kernel-mmap", rep=w.rep,
+                                      t_repr_bytes=pm_t_repr(input.inventory)),
+        cgroup=config["harness"]["cgroup"],
+    log:
+        f"{LOGS}/pager_model/baseline-rep{{rep}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
