@@ -28,7 +28,7 @@ rule gather_pager_model:
         "results/pager_model.parquet",
     params:
         dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
-        oracle=str(Path(PM_BASELINES[0]).parent),
+        oracle=lambda w, input: str(Path(input.runs[len(PM_CELLS)]).parent),  # baseline rep 1
     log:
         f"{LOGS}/gather-pager-model.log",
     conda:
