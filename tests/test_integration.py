@@ -17,20 +17,20 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-TINY = {
-    "engine": {"build_dir": None, "build_type": "Release"},
-    "harness": {"cgroup": "auto", "overhead_reps": 1},
-    "pager_synthetic": {
-        "region_bytes": 2 << 20, "seed": 7, "chunk_bytes": 64 << 10, "passes": 3,
-        "source": "direct", "prefetch_depth": 2, "watchdog_s": 30, "eager_reconcile": True,
-        "main": {"arms": ["kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch"],
-                 "ratios": [0.5, 0.75], "reps": 2, "threads": 1, "compute_us": 0,
-                 "signal": "all-threads-finished"},
-        "stress": {"arms": ["pager-lru", "pager-declared"], "ratio": 0.5, "threads": [2],
-                   "compute_us": [0, 50], "signals": ["all-threads-finished", "thread0-started"], "reps": 2},
-    },
-    "claims": {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99},
-}
+def tiny_config(build_dir: str) -> dict:
+    """The embedded default, shrunk: same keys (so it stays in step with config.yaml)."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["engine"]["build_dir"] = build_dir
+    cfg["harness"]["overhead_reps"] = 1
+    ps = cfg["pager_synthetic"]
+    ps.update(region_bytes=2 << 20, seed=7, chunk_bytes=64 << 10, watchdog_s=30, eager_reconcile=True)
+    ps["main"].update(ratios=[0.5, 0.75], reps=2)
+    ps["stress"].update(threads=[2], compute_us=[0, 50], reps=2)
+    pm = cfg["pager_model"]
+    pm.update(model="synthetic-dense", tokens=4, ctx=64, chunk_bytes=1 << 20, ratios=[0.5, 0.75], reps=2,
+              baseline_reps=2, watchdog_s=60, eager_reconcile=True)
+    cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
+    return cfg
 
 
 def engine_build_dir(work: Path) -> str:
@@ -46,9 +46,7 @@ def campaign(tmp_path_factory):
     work = tmp_path_factory.mktemp("pipeline")
     (work / "engine").symlink_to(ROOT / "engine")
     (work / "config").mkdir()
-    cfg = json.loads(json.dumps(TINY))
-    cfg["engine"]["build_dir"] = engine_build_dir(work)
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(engine_build_dir(work))))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     cmd = [sys.executable, "-m", "snakemake", "figures", "-s", str(ROOT / "Snakefile"), "-d", str(work),
            "--cores", "2", "--resources", "storage_exclusive=1"]
@@ -63,7 +61,9 @@ def test_outputs_exist(campaign):
     for rel in ["figures/02-miss-rate-vs-optimal.png", "figures/02-miss-rate-vs-optimal.pdf",
                 "results/tables/pager-synthetic.csv", "results/tables/pager-synthetic.md",
                 "results/tables/pager-synthetic.tex", "claims/ledger.json",
-                "claims/P1.json", "claims/P4.json", "claims/P5.json", "results/probe.json"]:
+                "claims/P1.json", "claims/P4.json", "claims/P5.json", "results/probe.json",
+                "figures/06-real-model-bytes.png", "figures/07-throughput-scaling.pdf",
+                "results/pager_model.parquet", "results/tables/pager-model.md"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -71,6 +71,10 @@ def test_outputs_exist(campaign):
 
 def test_every_run_recorded_and_within_its_limit(campaign):
     work, _ = campaign
+    model = pd.read_parquet(work / "results" / "pager_model.parquet")
+    assert len(model) == 4 * 2 * 2 + 2
+    assert model["valid"].all(), model[~model["valid"]][["run_dir", "error", "exactness_detail"]].to_string()
+    assert (model[model["arm"] != "kernel-mmap"]["interposed"]).all()
     df = pd.read_parquet(work / "results" / "pager_synthetic.parquet")
     assert len(df) == 4 * 2 * 2 + 2 * 2 * 2 * 2
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["run_dir", "error"]].to_string()
@@ -85,17 +89,26 @@ def test_every_run_recorded_and_within_its_limit(campaign):
     assert df["engine_sha256"].nunique() == 1 and df["config_digest"].nunique() == 1
 
 
+# Correctness properties of the engine: they must hold even at this tiny scale. The other
+# claims (throughput shape, D/OPT on a real model) are measurements, not checked here.
+MUST_PASS = ("P1", "P4", "P5", "P10", "P11")
+
+
 def test_claims_hold_and_verify(campaign):
     work, env = campaign
-    for cid in ("P1", "P4", "P5"):
+    ledger = json.loads((work / "claims" / "ledger.json").read_text())
+    for entry in ledger["claims"]:
+        cid = entry["id"]
         doc = json.loads((work / "claims" / f"{cid}.json").read_text())
-        assert doc["verdict"] == "pass", (cid, doc["reasons"])
+        assert doc["verdict"] in ("pass", "fail", "insufficient-evidence")
+        if cid in MUST_PASS:
+            assert doc["verdict"] == "pass", (cid, doc["reasons"])
         for what in ("verify", "replay"):
             p = subprocess.run([sys.executable, "-m", "residency.cli", what, "--claim", cid],
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
-    ledger = json.loads((work / "claims" / "ledger.json").read_text())
-    assert [e["id"] for e in ledger["claims"]] == ["P1", "P4", "P5"]
+    assert sorted(e["id"] for e in ledger["claims"]) == sorted(
+        ["P1", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
 
 
 def test_rerun_is_a_no_op(campaign):

@@ -10,9 +10,11 @@
 #include <string>
 
 #include "errors.hpp"
+#include "generate.hpp"
 #include "probe.hpp"
 #include "region.hpp"
 #include "scan.hpp"
+#include "stream_cli.hpp"
 
 namespace {
 
@@ -109,6 +111,35 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   scan->add_flag("--calibrate", sc.calibrate, "set everything up, touch no region byte");
 
+  // generate
+  resid::GenerateConfig gc;
+  std::string g_arm, g_source = "direct";
+  uint64_t g_budget = 0;
+  auto* gen = app.add_subcommand("generate", "greedy decoding with llama.cpp through the kernel mapping or the pager");
+  auto* g_model_opt = gen->add_option("--model", gc.model, "the GGUF (required)");
+  auto* g_out_opt = gen->add_option("--out", gc.out, "run directory, created (required)");
+  auto* g_arm_opt =
+      gen->add_option("--arm", g_arm, "kernel-mmap | pager-lru | pager-declared | pager-prefetch | pager-zero (required)")
+          ->check(CLI::IsMember({"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}));
+  auto* g_budget_opt = add_uint(gen, "--budget-bytes", g_budget, "weight-residency budget (pager arms)");
+  add_uint(gen, "--chunk-size", gc.chunk_size, "bytes, a multiple of the page size")->capture_default_str();
+  auto* g_prompt_opt = gen->add_option("--prompt", gc.prompt, "the prompt (required)");
+  add_uint(gen, "--tokens", gc.tokens, "generated tokens (greedy)")->capture_default_str();
+  add_uint(gen, "--threads", gc.threads, "llama.cpp compute threads")->capture_default_str();
+  add_uint(gen, "--ctx", gc.ctx, "context size")->capture_default_str();
+  gen->add_option("--source", g_source, "buffered | direct")
+      ->check(CLI::IsMember({"buffered", "direct"}))
+      ->capture_default_str();
+  add_uint(gen, "--prefetch-depth", gc.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
+  gen->add_flag("--eager-reconcile", gc.eager_reconcile, "mincore check after every fill and eviction");
+  gen->add_option("--watchdog-s", gc.watchdog_s, "fail a fault not served (or a generation not moving) within this many seconds")
+      ->check(kPositiveSeconds)
+      ->capture_default_str();
+  gen->add_flag("--calibrate", gc.calibrate, "load the model and create the context, generate nothing");
+
+  // stream
+  auto stream_cli = resid::add_stream_subcommand(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -136,6 +167,15 @@ int main(int argc, char** argv) {
       sc.source = *resid::parse_source_engine(source);
       if (budget_opt->count() > 0) sc.budget_bytes = budget;
       return resid::run_scan(sc);
+    }
+    if (resid::stream_selected(*stream_cli)) return resid::run_stream_cli(*stream_cli);
+    if (*gen) {
+      if (!resid::generate_available()) return resid::run_generate(gc);  // says how it was built
+      if (auto m = missing({g_model_opt, g_out_opt, g_arm_opt, g_prompt_opt}); !m.empty()) return input_error(m);
+      gc.arm = *resid::parse_arm(g_arm);
+      gc.source = *resid::parse_source_engine(g_source);
+      if (g_budget_opt->count() > 0) gc.budget_bytes = g_budget;
+      return resid::run_generate(gc);
     }
   } catch (const resid::InputError& e) {
     return input_error(e.what());

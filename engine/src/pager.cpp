@@ -128,7 +128,7 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   for (ChunkId c = 0; c < chunks_; ++c) mapped_pages_[c] = static_cast<uint32_t>(pages_in(c));
   resident_list_.reserve(chunks_);
   mincore_buf_.assign(registered_bytes_ / page_, 0);
-  audit_ = SignalAudit(chunks_);
+  audit_ = cfg_.step_chunks.empty() ? SignalAudit(chunks_) : SignalAudit(chunks_, cfg_.step_chunks);
   pending_.reserve(1024);
   candidates_.reserve(64);
 }
@@ -234,7 +234,14 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step) {
       policy_->on_signal(*cursor);
       audit_.record(*cursor);
       ++st_.signals;
-      if (trace_) trace_->append(step_, static_cast<uint32_t>(*cursor % chunks_), TraceKind::Signal);
+      if (trace_) {
+        if (cfg_.step_chunks.empty()) {
+          trace_->append(step_, static_cast<uint32_t>(*cursor % chunks_), TraceKind::Signal);
+        } else {
+          for (ChunkId c : cfg_.step_chunks[*cursor % cfg_.step_chunks.size()])
+            trace_->append(step_, c, TraceKind::Signal);
+        }
+      }
     }
     if (next_step != UINT64_MAX) step_ = next_step;
   }

@@ -36,6 +36,10 @@ struct PagerConfig {
   uint32_t prefetch_depth = 0;     // candidates asked of the policy per prefetch decision
   bool eager_reconcile = false;    // mincore check after every fill and eviction
   double watchdog_s = 60;          // a fault unserved this long fails the pager
+  // Object steps (generate): step s touches step_chunks[s % size]; the signal for a step is
+  // audited and traced for each of its chunks. Empty: chunk steps (scan), step s is chunk
+  // s mod chunks.
+  std::vector<std::vector<ChunkId>> step_chunks;
 };
 
 struct PagerStats {

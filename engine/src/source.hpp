@@ -25,7 +25,12 @@ struct SourceStats {
   uint64_t padding_bytes = 0;   // physical - logical
   uint64_t rejections = 0;
   uint64_t read_ns = 0;         // time spent inside the read syscalls
+  uint64_t completions = 0;     // completions reaped (accepted or rejected)
+  uint64_t peak_inflight = 0;   // most reads submitted and not yet completed at once
 };
+
+// Why a completion was rejected (machine-readable; `error` says it in words).
+enum class RejectReason : uint8_t { None, OutsideFile, TooLarge, Failed, ShortRead };
 
 struct Completion {
   uint64_t tag = 0;
@@ -33,10 +38,11 @@ struct Completion {
   int window = -1;
   std::byte* data = nullptr;  // first logical byte inside the window (valid until release)
   std::string error;          // non-empty: rejected
-  bool ok() const { return error.empty(); }
+  RejectReason reason = RejectReason::None;
+  bool ok() const { return error.empty() && reason == RejectReason::None; }
 };
 
-enum class SourceEngine { Buffered, Direct };
+enum class SourceEngine { Buffered, Direct, Uring };
 const char* to_string(SourceEngine e);
 std::optional<SourceEngine> parse_source_engine(std::string_view s);
 
@@ -60,6 +66,8 @@ class Source {
   virtual void release(const Completion& c) = 0;
   // Wait for every in-flight read (their completions stay reapable).
   virtual void drain() = 0;
+  // The window the next submit() will use, or -1 when none is free (or unknown).
+  virtual int free_window() const { return -1; }
 
   virtual SourceStats stats() const = 0;
 };
@@ -69,6 +77,16 @@ class Source {
 // occupy.
 std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
                                     size_t window_capacity);
+
+// Several windows and an in-flight bound (only `uring` has more than one window; asking a
+// blocking engine for more is an InputError, never a silent fallback).
+struct SourceOptions {
+  size_t windows = 1;
+  size_t depth = 0;               // most reads in flight; 0 = windows
+  bool register_buffers = false;  // uring: io_uring_register_buffers + read_fixed
+};
+std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
+                                    size_t window_capacity, const SourceOptions& opts);
 
 // submit + reap(wait) for callers that want one blocking read.
 Completion read_blocking(Source& src, const Extent& e, uint64_t tag = 0);

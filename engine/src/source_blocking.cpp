@@ -52,8 +52,9 @@ BlockingSource::~BlockingSource() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Completion BlockingSource::reject(Completion c, std::string why) {
+Completion BlockingSource::reject(Completion c, RejectReason reason, std::string why) {
   ++stats_.rejections;
+  c.reason = reason;
   c.error = std::move(why);
   c.data = nullptr;
   return c;
@@ -68,13 +69,16 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   c.extent = e;
   c.window = w;
   ++stats_.reads;
+  stats_.peak_inflight = 1;
   stats_.logical_bytes += e.length;
 
-  const std::string what = path_ + " [" + std::to_string(e.offset) + ", +" +
-                           std::to_string(e.length) + ")";
+  // Built only for a rejection's message: the accepted read path does not allocate.
+  auto what = [&] {
+    return path_ + " [" + std::to_string(e.offset) + ", +" + std::to_string(e.length) + ")";
+  };
   if (e.length == 0 || e.offset > file_size_ || e.length > file_size_ - e.offset) {
     windows_.transition(w, WindowState::Reading, WindowState::HostReady);
-    ready_ = reject(std::move(c), "extent " + what + " is outside the file (" +
+    ready_ = reject(std::move(c), RejectReason::OutsideFile, "extent " + what() + " is outside the file (" +
                                       std::to_string(file_size_) + " bytes)");
     return true;
   }
@@ -86,7 +90,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   const uint64_t span = end - start;
   if (span > windows_.capacity()) {
     windows_.transition(w, WindowState::Reading, WindowState::HostReady);
-    ready_ = reject(std::move(c), "extent " + what + " needs " + std::to_string(span) +
+    ready_ = reject(std::move(c), RejectReason::TooLarge, "extent " + what() + " needs " + std::to_string(span) +
                                       " aligned bytes, the window holds " +
                                       std::to_string(windows_.capacity()));
     return true;
@@ -105,11 +109,11 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   windows_.transition(w, WindowState::Reading, WindowState::HostReady);
 
   if (n < 0) {
-    ready_ = reject(std::move(c), "read of " + what + " failed (" + errno_name(err) + ")");
+    ready_ = reject(std::move(c), RejectReason::Failed, "read of " + what() + " failed (" + errno_name(err) + ")");
   } else if (static_cast<uint64_t>(n) < head + e.length) {
     // A short completion never publishes: the missing tail would read as garbage.
     const uint64_t got = static_cast<uint64_t>(n) > head ? static_cast<uint64_t>(n) - head : 0;
-    ready_ = reject(std::move(c), "short read of " + what + ": got " + std::to_string(got) +
+    ready_ = reject(std::move(c), RejectReason::ShortRead, "short read of " + what() + ": got " + std::to_string(got) +
                                       " of " + std::to_string(e.length) + " bytes");
   } else {
     c.data = buf + head;
@@ -121,6 +125,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
 std::optional<Completion> BlockingSource::reap(bool /*wait*/) {
   std::optional<Completion> out;
   out.swap(ready_);
+  if (out) ++stats_.completions;
   return out;
 }
 

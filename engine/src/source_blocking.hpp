@@ -27,10 +27,11 @@ class BlockingSource final : public Source {
   std::optional<Completion> reap(bool wait) override;
   void release(const Completion& c) override;
   void drain() override {}
+  int free_window() const override { return ready_ ? -1 : windows_.find_free(); }
   SourceStats stats() const override { return stats_; }
 
  private:
-  Completion reject(Completion c, std::string why);
+  Completion reject(Completion c, RejectReason reason, std::string why);
 
   SourceEngine engine_;
   std::string path_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace resid::test {
 
@@ -25,5 +26,16 @@ void write_pattern_file(const std::string& path, uint64_t bytes, uint64_t seed);
 
 // nullopt when userfaultfd works here; otherwise the reason to GTEST_SKIP with.
 std::optional<std::string> uffd_unavailable();
+
+// Runs `binary args...`, stdout to /dev/null, stderr captured; returns the exit status
+// (128 + signal when killed) and stderr.
+struct Spawned {
+  int status = -1;
+  std::string err;
+};
+Spawned spawn_capture(const std::string& binary, const std::vector<std::string>& args, const std::string& errfile);
+
+// The whole file as bytes (empty if unreadable).
+std::string slurp(const std::string& path);
 
 }  // namespace resid::test

@@ -1,0 +1,55 @@
+// Arms D and E over a declared sequence of steps that each touch a set of chunks (the llama
+// adapter's object steps: embd, layer.0 .. layer.L-1, output, repeated every pass).
+//
+// The declared pass is flattened into one access per (step, chunk), chunks ascending within
+// a step: the same order as the access records of trace.bin, i.e. Belady's reference. The
+// next use of a chunk is the distance, in flattened accesses, from the start of the next
+// step (cursor + 1, which in generate is the step being computed) to the chunk's next
+// occurrence, wrapping into the next pass. Distances are distinct per chunk, so there are
+// no ties; a chunk in no step is never used (UINT64_MAX, evicted first).
+//
+// The cyclic chunk-step DeclaredPolicy (scan) is the special case of one chunk per step.
+#pragma once
+
+#include <vector>
+
+#include "policy.hpp"
+
+namespace resid {
+
+class SequenceDeclaredPolicy final : public Policy {
+ public:
+  // steps: one declared pass; every chunk id < chunks.
+  SequenceDeclaredPolicy(uint32_t chunks, std::vector<std::vector<ChunkId>> steps, bool prefetch);
+  PolicyKind kind() const override { return prefetch_ ? PolicyKind::Prefetch : PolicyKind::Declared; }
+  void on_access(ChunkId) override {}
+  void on_signal(uint64_t cursor) override;
+  std::optional<ChunkId> choose_victim(std::span<const ChunkId> resident,
+                                       const Evictable& evictable) const override;
+  // Up to n distinct chunks of the steps after the one being computed (cursor + 1), in
+  // declared order, none of which is in the step being computed (its chunks are held by
+  // their consumers and demand-filled as touched). Empty for arm D.
+  std::vector<ChunkId> prefetch_candidates(uint64_t cursor, size_t n) const override;
+  uint64_t next_use(ChunkId c) const override;
+  std::optional<uint64_t> cursor() const override { return cursor_; }
+
+  size_t steps_per_pass() const { return steps_.size(); }
+  uint64_t accesses_per_pass() const { return flat_; }
+
+ private:
+  uint64_t next_step() const { return cursor_ ? *cursor_ + 1 : 0; }
+
+  uint32_t n_;
+  std::vector<std::vector<ChunkId>> steps_;      // each sorted, unique
+  std::vector<uint64_t> step_start_;              // flattened position of each step's first access
+  uint64_t flat_ = 0;                             // accesses per pass
+  std::vector<std::vector<uint64_t>> occ_;        // per chunk: flattened positions, ascending
+  bool prefetch_;
+  std::optional<uint64_t> cursor_;
+};
+
+// make_policy for object steps: lru and zero as for scan; declared and prefetch over `steps`.
+std::unique_ptr<Policy> make_sequence_policy(PolicyKind kind, uint32_t chunks,
+                                             const std::vector<std::vector<ChunkId>>& steps);
+
+}  // namespace resid
