@@ -9,7 +9,10 @@ CORES ?= 1
 BUILD_TEST := .build/engine-test
 BUILD_ASAN := .build/engine-asan
 
-.PHONY: figures test test-python test-engine test-engine-release test-engine-asan sysdeps venv bench clean
+LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
+ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
+
+.PHONY: figures test test-python test-engine test-engine-release test-engine-asan sysdeps venv llama bench clean
 
 figures: sysdeps venv
 	$(BIN)/snakemake --cores $(CORES) --profile workflow/profiles/default figures
@@ -30,13 +33,17 @@ $(STAMP): requirements.txt pyproject.toml
 
 test-engine: test-engine-release test-engine-asan
 
-test-engine-release: sysdeps
-	cmake -S engine -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The pinned llama.cpp (fetched from PyPI, verified, built once and cached).
+llama: sysdeps venv
+	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llama
+
+test-engine-release: sysdeps llama
+	cmake -S engine -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_TEST) -j2
 	cd $(BUILD_TEST) && ctest --output-on-failure
 
-test-engine-asan: sysdeps
-	cmake -S engine -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=address,undefined >/dev/null
+test-engine-asan: sysdeps llama
+	cmake -S engine -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=address,undefined $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_ASAN) -j2
 	cd $(BUILD_ASAN) && ctest --output-on-failure
 

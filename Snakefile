@@ -30,9 +30,9 @@ except residency_config.ConfigError as exc:
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/llama.smk"
 include: "workflow/rules/engine.smk"
 include: "workflow/rules/models.smk"
-include: "workflow/rules/llama.smk"
 include: "workflow/rules/models_llm.smk"
 include: "workflow/rules/pager.smk"
 include: "workflow/rules/pager_model.smk"

@@ -1,5 +1,6 @@
 # The native engine: built once by CMake into a build directory the run rules depend on,
-# then asked which kernel features this machine has (recorded with every campaign).
+# linked against the pinned llama.cpp build, then asked which kernel features this machine
+# has (recorded with every campaign).
 
 ENGINE_SOURCES = sorted(
     str(p) for p in Path("engine").rglob("*")
@@ -9,18 +10,21 @@ ENGINE_SOURCES = sorted(
 
 rule engine:
     input:
-        ENGINE_SOURCES,
+        sources=ENGINE_SOURCES,
+        llama=LLAMA_IDENTITY,
     output:
         RESIDCTL,
     params:
         build_dir=lambda w, output: str(Path(output[0]).parent),
         build_type=config["engine"]["build_type"],
+        llama_prefix=lambda w, input: str(Path(input.llama).parent.resolve()),
     log:
         f"{LOGS}/engine-build.log",
     conda:
         CONDA_ENV
     shell:
         "(cmake -S engine -B {params.build_dir} -DCMAKE_BUILD_TYPE={params.build_type}"
+        " -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH={params.llama_prefix}"
         " && cmake --build {params.build_dir} --target residctl -j2) > {log} 2>&1"
 
 
