@@ -8,7 +8,8 @@
 # Prints every run's throughput, the means, and the ratios uring/fio (target >= 0.90) and
 # direct/fio (reported). The stream number is the complete component: O_DIRECT reads into
 # 2 MiB-aligned huge-page windows, the window -> slot copy, consumer threads hashing every
-# byte and checking it against the file, and the Plan's full ticket lifecycle; fio only reads.
+# byte and checking it against the region's pattern, and the Plan's full ticket lifecycle;
+# fio only reads.
 #
 # Usage: engine/bench/stream_vs_fio.sh [--residctl PATH] [--file PATH] [--size BYTES] [--seed N]
 #                                      [--reps N] [--window-bytes N] [--hugetlbfs DIR] [--out DIR]
@@ -42,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     --reps) reps="$2"; shift 2 ;;
     --window-bytes) wbytes="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "stream_vs_fio: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -106,11 +106,14 @@ PlanError Plan::fail(PlanError e) {
   return e;
 }
 
-void Plan::transitioned() {
+void Plan::transitioned(bool wake) {
   ++c_.transitions;
   ++version_;
   if (cfg_.eager_reconcile) check_locked();
-  cv_.notify_all();
+  // Waiters (consumers waiting for a publication, a producer waiting for a slot) care about
+  // publications, releases and the invalidation edges; the per-read transitions in between
+  // would only wake them for nothing.
+  if (wake) cv_.notify_all();
 }
 
 Plan::Bundle* Plan::bundle_of(BundleHandle h) {
@@ -236,7 +239,7 @@ PlanResult<BundleHandle> Plan::request(const uint32_t* objects, const uint64_t* 
     ++si;
   }
   ++c_.requests;
-  transitioned();
+  transitioned(false);
   return {PlanError::None, (static_cast<uint64_t>(b.serial) << 32) | bi};
 }
 
@@ -278,7 +281,7 @@ PlanResult<uint64_t> Plan::begin_read(BundleHandle h, int32_t slot, uint32_t pie
   ++s.pieces_issued;
   ++s.pending;
   ++c_.tickets_issued;
-  transitioned();
+  transitioned(false);
   return {PlanError::None, make_tag(t.serial, static_cast<uint32_t>(window))};
 }
 
@@ -355,7 +358,7 @@ PlanResult<CompleteVerdict> Plan::complete_read(const Completion& c) {
   windows_[w] = WindowPhase::HostReady;
   t.host = c.data;
   v.accepted = true;
-  transitioned();
+  transitioned(false);
   return {PlanError::None, v};
 }
 
@@ -387,7 +390,7 @@ PlanResult<CopyOrder> Plan::begin_copy(uint64_t tag) {
   o.src = t.host;
   o.bytes = p.length;
   o.piece = t.piece;
-  transitioned();
+  transitioned(false);
   return {PlanError::None, o};
 }
 
@@ -420,7 +423,7 @@ PlanResult<EndCopyVerdict> Plan::end_copy(uint64_t tag) {
     if (x.pieces_copied != m_.object(x.object).pieces) complete = false;
   }
   v.bundle_complete = complete;
-  transitioned();
+  transitioned(false);
   return {PlanError::None, v};
 }
 
@@ -575,7 +578,7 @@ PlanResult<ConsumerTicket> Plan::acquire(uint64_t tag, uint32_t object) {
     t.epoch = s.epoch;
     t.tag = s.tag;
     t.data = s.addr;
-    transitioned();
+    transitioned(false);
     return {PlanError::None, t};
   }
   return {PlanError::NotPublished};  // "not yet": polled, not counted as an error

@@ -303,7 +303,7 @@ class Plan {
   };
 
   PlanError fail(PlanError e);  // counts an error result (lock held)
-  void transitioned();          // version, counters, eager check (lock held)
+  void transitioned(bool wake = true);  // version, counters, eager check, wake waiters (lock held)
   void retire(Ticket& t, int32_t window);
   void vacate(Slot& s, int32_t index);
   void maybe_free_bundle(uint32_t b);

@@ -44,6 +44,14 @@ class Policy {
   virtual bool evict_eagerly() const { return false; }
   // The cursor as last signalled (nullopt before the first signal).
   virtual std::optional<uint64_t> cursor() const { return std::nullopt; }
+
+  // Oversize steps (generate): a step whose chunks cannot all stay resident at this budget
+  // runs without live consumers on its chunks (the pager pins only the chunk each compute
+  // thread last faulted on), so chunks of the current step are evicted while it runs.
+  // The pager tells the policy whether the step now current is oversize (after the step
+  // boundary, before any fill of the step) and about every fill (demand or prefetch).
+  virtual void on_step_mode(bool oversize) { (void)oversize; }
+  virtual void on_fill(ChunkId c) { (void)c; }
 };
 
 std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks);

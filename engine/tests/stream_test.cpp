@@ -130,6 +130,27 @@ TEST_F(Stream, RegisteredBuffersBundlesAndSmallWindows) {
   EXPECT_EQ(j["verify"]["digest"], want);  // the bytes do not depend on how they were moved
 }
 
+TEST_F(Stream, EveryDeliveredByteIsCheckedAgainstAnIndependentReference) {
+  const std::string want = control_digest(1);  // checksums from a buffered read of the file
+  StreamConfig c = base("pattern");
+  c.pattern_seed = 5;  // the file's mkregion seed: checksums from the pattern, no read
+  ASSERT_EQ(run_stream(c), 0);
+  json j = load(c.out + "/run.json");
+  EXPECT_EQ(j["verify"]["reference"], "pattern");
+  EXPECT_EQ(j["verify"]["digest"], want);
+  expect_closed(j);
+  // Negative control: against the wrong reference every object is a mismatch, and the run
+  // fails (the verification is not vacuous), still closing balanced.
+  c = base("pattern-wrong");
+  c.pattern_seed = 6;
+  EXPECT_EQ(run_stream(c), 1);
+  j = load(c.out + "/run.json");
+  EXPECT_EQ(j["status"], "failed");
+  EXPECT_EQ(j["verify"]["mismatches"], j["verify"]["steps"]);
+  EXPECT_EQ(std::string(j["error"]).rfind("verify: ", 0), 0u) << j["error"];
+  EXPECT_TRUE(j["plan"]["balanced"].get<bool>());
+}
+
 // ---- the fault cells ---------------------------------------------------------------------------
 
 struct CellCase {

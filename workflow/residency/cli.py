@@ -58,7 +58,8 @@ def _cmd_gather(a) -> int:
         t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out)
     else:
         _need(a, "oracle", "model_identity")
-        t = gather.gather_pager_model(a.run_dirs, a.oracle, a.model_identity, a.out)
+        fn = gather.gather_pager_model if a.study == "pager-model" else gather.gather_matched_source
+        t = fn(a.run_dirs, a.oracle, a.model_identity, a.out)
     print(f"residency gather: {t.num_rows} runs -> {a.out}", file=sys.stderr)
     return 0
 
@@ -84,7 +85,7 @@ def _cmd_figure(a) -> int:
     from . import figures
 
     draw = {"02": figures.fig02_miss_rate_vs_optimal, "06": figures.fig06_real_model_bytes,
-            "07": figures.fig07_throughput_scaling}[a.figure]
+            "07": figures.fig07_throughput_scaling, "08": figures.fig08_matched_source_pairs}[a.figure]
     draw(a.runs, a.opt, a.out_stem)
     return 0
 
@@ -92,7 +93,8 @@ def _cmd_figure(a) -> int:
 def _cmd_table(a) -> int:
     from . import tables
 
-    make = {"pager-synthetic": tables.pager_synthetic_summary, "pager-model": tables.pager_model_summary}[a.table]
+    make = {"pager-synthetic": tables.pager_synthetic_summary, "pager-model": tables.pager_model_summary,
+            "table6-matched-pairs": tables.table6_matched_pairs}[a.table]
     make(a.runs, a.opt, a.out_stem)
     return 0
 
@@ -186,10 +188,10 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_region_identity)
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=["pager-synthetic", "pager-model"])
+    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source"])
     s.add_argument("--region-identity", help="pager-synthetic: the region's identity record")
-    s.add_argument("--oracle", help="pager-model: the oracle run directory (unconstrained baseline)")
-    s.add_argument("--model-identity", help="pager-model: the model's identity record")
+    s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
+    s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)
@@ -202,16 +204,16 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_analyse)
 
     s = sub.add_parser("figure", help="draw a figure from Parquet")
-    s.add_argument("figure", choices=["02", "06", "07"])
+    s.add_argument("figure", choices=["02", "06", "07", "08"])
     s.add_argument("--runs", required=True)
-    s.add_argument("--opt", required=True)
+    s.add_argument("--opt", default=None, help="the OPT table (figures 02, 06, 07)")
     s.add_argument("--out-stem", required=True, help="path without extension; .png and .pdf are written")
     s.set_defaults(func=_cmd_figure)
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
-    s.add_argument("table", choices=["pager-synthetic", "pager-model"])
+    s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs"])
     s.add_argument("--runs", required=True)
-    s.add_argument("--opt", required=True)
+    s.add_argument("--opt", default=None, help="the OPT table (pager tables)")
     s.add_argument("--out-stem", required=True)
     s.set_defaults(func=_cmd_table)
 

@@ -56,7 +56,11 @@ def validate(config: dict, schema: dict | None = None) -> dict:
 
 
 def _cross_check(config: dict) -> None:
-    """What the schema cannot say: references between sections."""
+    """What the schema cannot say: references between sections and between keys."""
+    ms = config.get("matched_source", {})
+    if ms and ms.get("depth", 0) > ms.get("windows", 0):
+        raise ConfigError(f"config error: matched_source.depth: {ms['depth']} is more than the "
+                          f"{ms['windows']} windows (in-flight reads need a window each)")
     model = config.get("pager_model", {}).get("model", "")
     if model.startswith("user:"):
         names = {m.get("name") for m in config.get("models", {}).get("user", [])}

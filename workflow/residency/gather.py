@@ -292,3 +292,94 @@ def gather_pager_model(run_dirs: list[str | os.PathLike], oracle_dir: str | os.P
     table = pa.Table.from_pylist(rows, schema=PAGER_MODEL_SCHEMA)
     atomic.write_parquet(out, table)
     return table
+
+
+MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
+    ("source_arm", pa.string()),              # oracle | P | D | F
+    ("block", pa.int32()),                    # pair number (0 for the oracle and P)
+    ("order", pa.string()),                   # D-F or F-D within the block
+    ("position", pa.int32()),                 # execution order of the campaign
+    ("wall_s", pa.float64()),                 # complete process wall time (the harness)
+    ("exposed_source_wait_ns", pa.int64()),   # compute threads blocked in weight faults
+    ("source_submissions", pa.int64()),
+    ("source_completions", pa.int64()),
+    ("source_peak_depth", pa.int64()),
+    ("source_windows", pa.int64()),
+    ("source_windows_free_at_close", pa.int64()),
+    ("source_tickets_outstanding_at_close", pa.int64()),
+    ("source_dynamic_allocations", pa.int64()),
+    ("source_rejections", pa.int64()),
+    ("source_physical_bytes", pa.int64()),
+    ("source_logical_bytes", pa.int64()),
+    ("source_padding_bytes", pa.int64()),
+    ("source_physical_bytes_per_output", pa.float64()),
+    ("headroom_bytes", pa.int64()),           # limit - peak
+    ("limit_events_total", pa.int64()),       # limit events + (v1) vmpressure events
+    ("admissible", pa.bool_()),               # hard grade, headroom > 0, no limit event, no OOM kill
+    ("reserve_bytes", pa.int64()),            # R_policy
+    ("eq1_managed_bytes", pa.int64()),        # S (T_repr)
+    ("eq1_cap_minus_reserve", pa.int64()),    # H_cap - R_policy
+    ("eq1_margin_bytes", pa.int64()),         # S - (H_cap - R_policy); eq. 1 holds when > 0
+])
+
+
+def admission(row: dict) -> bool | None:
+    """The prespecified predicate: positive headroom, zero limit events, zero OOM kills,
+    under a hard host limit (None when the grade cannot support it)."""
+    if row["host_grade"] != "hard" or row["peak_bytes"] is None or row["limit_bytes"] is None:
+        return None
+    return bool(row["headroom_bytes"] > 0 and row["limit_events_total"] == 0 and (row["oom_kills"] or 0) == 0)
+
+
+def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
+    row = pager_model_row(run_dir, model_identity, oracle_dir)
+    harness = json.loads((run_dir / "harness.json").read_text())
+    meta = harness["meta"]
+    run = _load(run_dir / "run.json") or {}
+    src = run.get("source_stats") or {}
+    tokens = row["tokens"]
+    events = [row["limit_events"], row["pressure_events"]]
+    reserve = _int(meta.get("reserve_bytes"))
+    row.update({
+        "source_arm": meta.get("source_arm"),
+        "block": int(meta.get("block", 0)),
+        "order": meta.get("order") or None,
+        "position": int(meta.get("position", 0)),
+        "wall_s": float(harness["wall_s"]),
+        "exposed_source_wait_ns": _int(run.get("counters", {}).get("exposed_source_wait_ns")),
+        "source_submissions": _int(src.get("submissions")),
+        "source_completions": _int(src.get("completions")),
+        "source_peak_depth": _int(src.get("peak_depth")),
+        "source_windows": _int(src.get("windows")),
+        "source_windows_free_at_close": _int(src.get("windows_free_at_close")),
+        "source_tickets_outstanding_at_close": _int(src.get("tickets_outstanding_at_close")),
+        "source_dynamic_allocations": _int(src.get("dynamic_allocations")),
+        "source_rejections": _int(src.get("rejections")),
+        "source_physical_bytes": _int(src.get("physical_bytes")),
+        "source_logical_bytes": _int(src.get("logical_bytes")),
+        "source_padding_bytes": _int(src.get("padding_bytes")),
+        "source_physical_bytes_per_output": (src["physical_bytes"] / tokens)
+        if src.get("physical_bytes") is not None and tokens else None,
+        "headroom_bytes": (row["limit_bytes"] - row["peak_bytes"])
+        if row["limit_bytes"] is not None and row["peak_bytes"] is not None else None,
+        "limit_events_total": sum(e for e in events if e is not None) if any(e is not None for e in events) else None,
+        "reserve_bytes": reserve,
+        "eq1_managed_bytes": row["t_repr_bytes"],
+    })
+    row["admissible"] = admission(row)
+    if row["limit_bytes"] is not None and reserve is not None and row["t_repr_bytes"] is not None:
+        row["eq1_cap_minus_reserve"] = row["limit_bytes"] - reserve
+        row["eq1_margin_bytes"] = row["t_repr_bytes"] - row["eq1_cap_minus_reserve"]
+    else:
+        row["eq1_cap_minus_reserve"] = row["eq1_margin_bytes"] = None
+    return row
+
+
+def gather_matched_source(run_dirs, oracle_dir, model_identity, out) -> pa.Table:
+    """Write results/matched_source.parquet; every cell is compared with the oracle cell."""
+    ident = json.loads(Path(model_identity).read_text())
+    rows = [matched_source_row(Path(d), ident, Path(oracle_dir)) for d in map(str, run_dirs)]
+    rows.sort(key=lambda r: r["position"])
+    table = pa.Table.from_pylist(rows, schema=MATCHED_SOURCE_SCHEMA)
+    atomic.write_parquet(out, table)
+    return table

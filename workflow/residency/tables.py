@@ -81,3 +81,24 @@ def pager_model_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
     g = g.drop(columns=["campaign", "arm"]).sort_values(["arm_row", "r"], na_position="first")
     write_table(g, stem, "Real model through the pager: per arm and budget ratio r, means over repetitions")
     return g
+
+
+def table6_matched_pairs(runs_parquet, _unused, stem) -> pd.DataFrame:
+    """Table 6: every matched D/F pair, in execution order, with its complete-wall F/D."""
+    from .stats import paired_log_ratio
+
+    df = pd.read_parquet(runs_parquet)
+    pairs = df[df["source_arm"].isin(["D", "F"])].pivot_table(index=["block", "order"], columns="source_arm",
+                                                               values="wall_s").reset_index()
+    pairs = pairs.sort_values("block")
+    out = pd.DataFrame({"Block": pairs["block"].astype(int),
+                        "Order": pairs["order"].str.replace("-", "->", regex=False),
+                        "D (s)": pairs["D"].round(3), "F (s)": pairs["F"].round(3),
+                        "F/D": (pairs["F"] / pairs["D"]).round(6)})
+    caption = "Matched complete-wall D/F pairs and their execution order"
+    if len(out) >= 2:
+        r = paired_log_ratio(pairs["D"], pairs["F"])
+        caption += (f"; geometric F/D {r.ratio:.6f}, 95% paired-log t interval [{r.low:.6f}, {r.high:.6f}],"
+                    f" reciprocal {r.reciprocal:.3f}")
+    write_table(out, stem, caption)
+    return out

@@ -1,6 +1,8 @@
 # Shared names and helpers: paths, the campaign's cells, the config digest, the residctl
 # flags of a cell. Rule files hold rules only.
 
+import re
+
 from residency.identity import digest
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
@@ -132,7 +134,7 @@ def pm_budget(inventory_path, r):
     return int(float(r) * pm_t_repr(inventory_path))
 
 
-def generate_args(model, arm, budget):
+def generate_args(model, arm, budget, source=None):
     """The residctl generate flags of one cell (run directory added by the rule)."""
     args = [
         f"--model {model}", f"--arm {arm}", f"--chunk-size {PM['chunk_bytes']}",
@@ -140,7 +142,7 @@ def generate_args(model, arm, budget):
         f"--watchdog-s {PM['watchdog_s']}",
     ]
     if arm != "kernel-mmap":
-        args += [f"--budget-bytes {budget}", f"--source {PM['source']}",
+        args += [f"--budget-bytes {budget}", f"--source {source or PM['source']}",
                  f"--prefetch-depth {PM['prefetch_depth']}"]
     if PM["eager_reconcile"]:
         args.append("--eager-reconcile")
@@ -161,3 +163,42 @@ PM_CELLS = [
     for arm in PM["arms"] for r in PM["ratios"] for rep in range(1, PM["reps"] + 1)
 ]
 PM_BASELINES = [f"{PM_RUNS}/{PM_NAME}/baseline/rep{rep}/harness.json" for rep in range(1, PM["baseline_reps"] + 1)]
+
+
+# ---- the matched source campaign (reference 004 §5.3) -------------------------------------
+
+MS = config["matched_source"]
+MS_RUNS = f"results/runs/matched_source/{PM_NAME}"
+MS_SOURCE = {"P": "buffered", "D": "direct", "F": "uring"}
+# The cells in the order they must run: the oracle, P, then each pair in its given order.
+MS_SEQUENCE = ["oracle", "P"] + [f"pair{k}/{arm}" for k, order in enumerate(MS["pairs"], 1) for arm in order.split("-")]
+MS_CELLS = [f"{MS_RUNS}/{cell}/harness.json" for cell in MS_SEQUENCE]
+
+
+def ms_previous(wildcards):
+    """The cell that runs just before this one (the order is part of the design)."""
+    i = MS_SEQUENCE.index(wildcards.cell)
+    return [MS_CELLS[i - 1]] if i else []
+
+
+def ms_cell(cell):
+    """(source arm, block) of a cell name: oracle, P, or pair<k>/<D|F>."""
+    m = re.fullmatch(r"pair(\d+).([DF])", cell)
+    return (m.group(2), int(m.group(1))) if m else (cell, 0)
+
+
+def ms_generate_args(cell, model, budget):
+    arm, _ = ms_cell(cell)
+    # The oracle is the same-build synchronous-source control: direct, without a host limit.
+    args = generate_args(model, MS["policy"], budget, source=MS_SOURCE["D" if arm == "oracle" else arm])
+    if arm == "F":
+        args += f" --windows {MS['windows']} --depth {MS['depth']}"
+    return args
+
+
+def ms_meta(cell, inventory):
+    arm, block = ms_cell(cell)
+    order = MS["pairs"][block - 1] if block else ""
+    return pm_meta(campaign="matched", arm=MS["policy"], source_arm=arm, block=block, order=order,
+                   position=MS_SEQUENCE.index(cell), r=ratio_str(MS["ratio"]), rep=1,
+                   t_repr_bytes=pm_t_repr(inventory), reserve_bytes=MS["reserve_bytes"])

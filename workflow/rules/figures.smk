@@ -2,7 +2,8 @@
 
 FIGURES = [
     f"figures/{stem}.{ext}"
-    for stem in ("02-miss-rate-vs-optimal", "06-real-model-bytes", "07-throughput-scaling")
+    for stem in ("02-miss-rate-vs-optimal", "06-real-model-bytes", "07-throughput-scaling",
+                 "08-matched-source-pairs")
     for ext in ("png", "pdf")
 ]
 
@@ -43,3 +44,20 @@ rule figure_model:
         CONDA_ENV
     shell:
         "residency figure {wildcards.number} --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+
+
+rule figure_08:
+    input:
+        runs="results/matched_source.parquet",
+        code=residency_code("figures.py", "stats.py"),
+    output:
+        "figures/08-matched-source-pairs.png",
+        "figures/08-matched-source-pairs.pdf",
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/figure-08.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency figure 08 --runs {input.runs} --out-stem {params.stem} 2> {log}"

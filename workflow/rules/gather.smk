@@ -36,3 +36,22 @@ rule gather_pager_model:
     shell:
         "residency gather pager-model --oracle {params.oracle} --model-identity {input.identity}"
         " --out {output} {params.dirs} 2> {log}"
+
+
+rule gather_matched_source:
+    input:
+        runs=MS_CELLS,
+        identity=lambda w: pm_model()[1],
+        code=residency_code("gather.py", "exactness.py"),
+    output:
+        "results/matched_source.parquet",
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        oracle=lambda w, input: str(Path(input.runs[0]).parent),  # MS_SEQUENCE starts with the oracle
+    log:
+        f"{LOGS}/gather-matched-source.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency gather matched-source --oracle {params.oracle} --model-identity {input.identity}"
+        " --out {output} {params.dirs} 2> {log}"

@@ -1,6 +1,7 @@
 # Paper tables: CSV, Markdown and LaTeX from Parquet.
 
-TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model") for ext in ("csv", "md", "tex")]
+TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs")
+          for ext in ("csv", "md", "tex")]
 
 
 rule table_pager_synthetic:
@@ -35,3 +36,19 @@ rule table_pager_model:
         CONDA_ENV
     shell:
         "residency table pager-model --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+
+
+rule table6_matched_pairs:
+    input:
+        runs="results/matched_source.parquet",
+        code=residency_code("tables.py", "stats.py"),
+    output:
+        [f"results/tables/table6-matched-pairs.{ext}" for ext in ("csv", "md", "tex")],
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table6-matched-pairs.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table6-matched-pairs --runs {input.runs} --out-stem {params.stem} 2> {log}"

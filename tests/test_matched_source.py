@@ -1,0 +1,114 @@
+"""The matched source campaign: gather with admission and eq. 1, table 6, figure 08,
+claims C2 and C8, on fake generate runs shaped like residctl's."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from residency import claims, figures, gather, tables, verify
+
+from fixtures import make_model_run
+
+SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99, "p7_max_d_over_opt": 1.13,
+            "p8_whole_model_min_fraction": 0.9, "p9_flat_max_ratio": 1.25, "p9_rise_min_ratio": 1.25,
+            "p9_monotone_tolerance": 0.05, "c2_bytes_ratio_tolerance": 0.01}
+D_WALL = [102.358, 102.228, 100.032, 101.996, 102.202, 101.616]   # reference Table 6
+F_WALL = [32.867, 32.820, 32.837, 32.889, 32.887, 32.811]
+ORDERS = ["D-F", "D-F", "F-D", "F-D", "D-F", "F-D"]
+
+
+def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=None, f_alloc=0, windows=8):
+    d = make_model_run(root, "matched", "pager-declared", 0.5, position, flip=flip)
+    run = json.loads((d / "run.json").read_text())
+    subs = 1000 if arm in ("D", "F") else 0
+    run["source_stats"] = {"engine": {"P": "buffered", "D": "direct", "F": "uring", "oracle": "direct"}[arm],
+                           "windows": windows if arm == "F" else 1, "depth": 8 if arm == "F" else 1,
+                           "submissions": subs, "completions": subs, "peak_depth": 8 if arm == "F" else 1,
+                           "logical_bytes": 64 << 20, "physical_bytes": 64 << 20, "padding_bytes": 0,
+                           "rejections": 0, "cancellations": 0, "windows_free_at_close": windows if arm == "F" else 1,
+                           "tickets_outstanding_at_close": 0, "dynamic_allocations": f_alloc if arm == "F" else 0}
+    run["counters"]["exposed_source_wait_ns"] = int(wall * 0.5e9)
+    run["generation"]["tokens_per_s"] = 64 / wall
+    (d / "run.json").write_text(json.dumps(run))
+    h = json.loads((d / "harness.json").read_text())
+    h["wall_s"] = wall
+    h["meta"].update(source_arm=arm, block=str(block), order=ORDERS[block - 1] if block else "",
+                     position=str(position), reserve_bytes=str(16 << 20))
+    h["host"]["limit_bytes"] = limit
+    h["host"]["grade"] = "hard" if limit else "instrumented"
+    h["host"]["cgroup"].update(peak_bytes=peak, limit_events=0, pressure_events=events)
+    (d / "harness.json").write_text(json.dumps(h))
+    return d
+
+
+def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0):
+    runs = tmp_path / "results" / "runs"
+    limit = 6 << 20  # 4 MiB budget + 2 MiB overhead: below the 8 MiB model (eq. 1 holds)
+    dirs = [cell(runs, "oracle", "oracle", 0, 0, 90.0, peak=5 << 20, limit=None),
+            cell(runs, "P", "P", 0, 1, 130.0, peak=limit, limit=limit, events=3407)]
+    pos = 2
+    for k, order in enumerate(ORDERS, 1):
+        for arm in order.split("-"):
+            wall = D_WALL[k - 1] if arm == "D" else f_wall[k - 1]
+            dirs.append(cell(runs, f"pair{k}/{arm}", arm, k, pos, wall, peak=5 << 20, limit=limit,
+                             flip=5 if (flip_f and arm == "F" and k == 3) else None, f_alloc=f_alloc))
+            pos += 1
+    res = tmp_path / "results"
+    ident = res / "model.json"
+    ident.write_text(json.dumps({"name": "tiny", "path": "m.gguf", "sha256": "a" * 64}))
+    gather.gather_matched_source(dirs, dirs[0], ident, res / "matched_source.parquet")
+    (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
+    (res / "probe.json").write_text(json.dumps({"cgroup": {"version": 1}}))
+    return tmp_path
+
+
+def test_gather_admission_and_eq1(tmp_path):
+    root = project(tmp_path)
+    df = pd.read_parquet(root / "results" / "matched_source.parquet")
+    assert list(df["position"]) == list(range(14))
+    p = df[df["source_arm"] == "P"].iloc[0]
+    assert not p["admissible"] and p["limit_events_total"] == 3407 and p["headroom_bytes"] == 0
+    df_ = df[df["source_arm"].isin(["D", "F"])]
+    assert df_["admissible"].all() and (df_["eq1_margin_bytes"] == (8 << 20) - ((6 << 20) - (16 << 20))).all()
+    assert pd.isna(df[df["source_arm"] == "oracle"]["admissible"].iloc[0])
+
+
+def test_table6_and_figure08(tmp_path):
+    root = project(tmp_path)
+    out = tables.table6_matched_pairs(root / "results" / "matched_source.parquet", None, tmp_path / "t6")
+    assert list(out["Order"]) == ["D->F", "D->F", "F->D", "F->D", "D->F", "F->D"]
+    assert out["F/D"].iloc[2] == pytest.approx(32.837 / 100.032, abs=1e-6)
+    assert "[0.320092, 0.325761]" in (tmp_path / "t6.md").read_text()
+    figures.fig08_matched_source_pairs(root / "results" / "matched_source.parquet", None, tmp_path / "f8")
+    assert (tmp_path / "f8.png").stat().st_size > 10000 and (tmp_path / "f8.pdf").exists()
+
+
+def test_c2_passes_on_the_reference_pairs(tmp_path):
+    root = project(tmp_path)
+    doc = claims.make("C2", root, SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    w = doc["values"]["wall_f_over_d"]
+    assert (round(w["ratio"], 6), round(w["low"], 6), round(w["high"], 6)) == (0.322914, 0.320092, 0.325761)
+    assert doc["values"]["p"]["admissible"] is False
+    assert verify.verify("C2", root) == [] and verify.replay("C2", root) == []
+
+
+def test_c2_fails_when_f_is_not_faster(tmp_path):
+    root = project(tmp_path, f_wall=[d * (1.0 + 0.01 * ((i % 2) * 2 - 1)) for i, d in enumerate(D_WALL)])
+    doc = claims.make("C2", root, SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert any("/values/wall_f_over_d/high" in r for r in doc["reasons"])
+
+
+def test_c2_fails_on_inexact_f_and_on_allocations(tmp_path):
+    assert claims.make("C2", project(tmp_path / "a", flip_f=True), SETTINGS)["verdict"] == "fail"
+    doc = claims.make("C2", project(tmp_path / "b", f_alloc=3), SETTINGS)
+    assert doc["verdict"] == "fail" and any("f_no_dynamic_allocation" in r for r in doc["reasons"])
+
+
+def test_c8(tmp_path):
+    root = project(tmp_path)
+    doc = claims.make("C8", root, SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    assert doc["values"]["peak_reduction_fraction"] == pytest.approx(1 - 5 / 6)

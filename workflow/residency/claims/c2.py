@@ -1,0 +1,115 @@
+"""C2 (reference 004 §5.3, Table 6): the matched source campaign.
+
+One model, prompt, cache policy and budget; only the source changes. P (buffered) is
+judged by the prespecified admission predicate; every D and F cell must be oracle-exact
+and admissible; F/D complete wall is the geometric mean over the counterbalanced pairs
+with its 95% paired-log t interval, and F is faster only if the interval excludes 1.
+Also: F/D exposed-source-wait and decode-rate ratios, physical source bytes per output
+(ratio 1.0 expected), and F's lifecycle ledger (submissions = completions, peak depth,
+dynamic allocations after start, windows free at every close).
+"""
+
+from __future__ import annotations
+
+from ..stats import paired_log_ratio
+from .record import Assertion, ClaimResult, as_float, as_int, fmt
+
+ID = "C2"
+REFERENCE = ("Reference claim C2: buffered P completes exactly but reaches the 11 GiB host ceiling and records "
+             "33,481 memory.max events; blocking one-window direct D and the complete eight-window asynchronous "
+             "F are exact with positive margin and zero limit events; across six counterbalanced pairs F "
+             "completes in 32.3% of D's wall time (geometric F/D 0.322913, 95% paired-log t interval "
+             "[0.320090, 0.325762], 3.10x reciprocal), at identical physical source bytes per output (ratio 1.0); "
+             "F/D exposed-source-wait ratio 0.534673, decode-rate ratio 1.541885; every F cell issues and "
+             "completes 55,520 source operations at peak depth eight, zero dynamic allocation, all windows free.")
+INPUTS = {"runs": "results/matched_source.parquet"}
+
+
+def _cell(x) -> dict:
+    return {"source_arm": x["source_arm"], "block": int(x["block"]), "order": x["order"],
+            "position": int(x["position"]), "status": x["status"], "exact": x["exact"],
+            "first_differing_step": as_int(x["first_differing_step"]), "admissible": x["admissible"],
+            "wall_s": as_float(x["wall_s"]), "tokens_per_s": as_float(x["tokens_per_s"]),
+            "exposed_source_wait_ns": as_int(x["exposed_source_wait_ns"]),
+            "peak_bytes": as_int(x["peak_bytes"]), "limit_bytes": as_int(x["limit_bytes"]),
+            "headroom_bytes": as_int(x["headroom_bytes"]), "limit_events_total": as_int(x["limit_events_total"]),
+            "oom_kills": as_int(x["oom_kills"]), "host_grade": x["host_grade"],
+            "source_submissions": as_int(x["source_submissions"]), "source_completions": as_int(x["source_completions"]),
+            "source_peak_depth": as_int(x["source_peak_depth"]),
+            "source_windows": as_int(x["source_windows"]),
+            "source_windows_free_at_close": as_int(x["source_windows_free_at_close"]),
+            "source_tickets_outstanding_at_close": as_int(x["source_tickets_outstanding_at_close"]),
+            "source_dynamic_allocations": as_int(x["source_dynamic_allocations"]),
+            "source_physical_bytes_per_output": as_float(x["source_physical_bytes_per_output"]),
+            "eq1_margin_bytes": as_int(x["eq1_margin_bytes"]), "run_dir": x["run_dir"]}
+
+
+def _ratio(pairs, key):
+    d = [p["D"][key] for p in pairs]
+    f = [p["F"][key] for p in pairs]
+    if len(pairs) < 2 or any(v is None or v <= 0 for v in d + f):
+        return None
+    return paired_log_ratio(d, f).as_dict()
+
+
+def compute(frames, settings) -> ClaimResult:
+    runs = frames["runs"].sort_values("position")
+    cells = [_cell(x) for _, x in runs.iterrows()]
+    by_block: dict[int, dict] = {}
+    for c in cells:
+        if c["source_arm"] in ("D", "F"):
+            by_block.setdefault(c["block"], {})[c["source_arm"]] = c
+    pairs = [by_block[b] for b in sorted(by_block) if {"D", "F"} <= set(by_block[b])]
+    p = next((c for c in cells if c["source_arm"] == "P"), None)
+    insufficient = []
+    if len(pairs) < 2:
+        insufficient.append(f"{len(pairs)} complete D/F pairs: a paired interval needs at least 2")
+    if p is None:
+        insufficient.append("no P (buffered) cell")
+    df = [c for c in cells if c["source_arm"] in ("D", "F")]
+    f_cells = [c for c in cells if c["source_arm"] == "F"]
+    wall = _ratio(pairs, "wall_s")
+    bpo = _ratio(pairs, "source_physical_bytes_per_output")
+    values = {
+        "cells": cells,
+        "p": {k: p[k] for k in ("exact", "admissible", "peak_bytes", "limit_bytes", "headroom_bytes",
+                                "limit_events_total", "oom_kills")} if p else None,
+        "pairs": [{"block": pr["D"]["block"], "order": pr["D"]["order"], "d_wall_s": pr["D"]["wall_s"],
+                   "f_wall_s": pr["F"]["wall_s"], "f_over_d": pr["F"]["wall_s"] / pr["D"]["wall_s"]
+                   if pr["D"]["wall_s"] else None} for pr in pairs],
+        "wall_f_over_d": wall,
+        "exposed_source_wait_f_over_d": _ratio(pairs, "exposed_source_wait_ns"),
+        "decode_rate_f_over_d": _ratio(pairs, "tokens_per_s"),
+        "physical_bytes_per_output_f_over_d": bpo["ratio"] if bpo else None,
+        "d_and_f_exact": [c["exact"] is True for c in df],
+        "d_and_f_admissible": [c["admissible"] for c in df],
+        "f_balanced": [c["source_submissions"] is not None and c["source_submissions"] == c["source_completions"]
+                       and c["source_tickets_outstanding_at_close"] == 0 for c in f_cells],
+        "f_peak_depth_max": max((c["source_peak_depth"] or 0 for c in f_cells), default=None),
+        "f_no_dynamic_allocation": [c["source_dynamic_allocations"] == 0 for c in f_cells],
+        "windows_free_at_every_close": [c["source_windows_free_at_close"] is not None
+                                        and c["source_windows_free_at_close"] == c["source_windows"] for c in df],
+        "eq1_holds": [c["eq1_margin_bytes"] is not None and c["eq1_margin_bytes"] > 0 for c in df],
+    }
+    if any(a is None for a in values["d_and_f_admissible"]):
+        insufficient.append("a D or F cell ran without a hard host limit: admissibility cannot be judged")
+    tol = float(settings["c2_bytes_ratio_tolerance"])
+    headline = (f"F/D complete wall {fmt(wall['ratio'] if wall else None, '.4f')} over {len(pairs)} pairs, 95% "
+                f"paired-log t [{fmt(wall['low'] if wall else None, '.4f')}, {fmt(wall['high'] if wall else None, '.4f')}]"
+                f"; P admissible: {values['p']['admissible'] if p else 'n/a'} "
+                f"({values['p']['limit_events_total'] if p else 'n/a'} limit events); bytes/output F/D "
+                f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}.")
+    assertions = [
+        Assertion("/values/p/exact", "eq", True, why="P is oracle-exact"),
+        Assertion("/values/d_and_f_exact", "all_true", why="every D and F cell is oracle-exact"),
+        Assertion("/values/d_and_f_admissible", "all_true",
+                  why="every D and F cell passes the admission predicate (headroom > 0, no limit event, no OOM kill)"),
+        Assertion("/values/wall_f_over_d/high", "lt", 1.0, why="F is faster than D: the 95% interval excludes 1"),
+        Assertion("/values/physical_bytes_per_output_f_over_d", "approx", 1.0, tolerance=tol,
+                  why="D and F read the same physical source bytes per output"),
+        Assertion("/values/f_balanced", "all_true", why="F: submissions = completions, no ticket outstanding"),
+        Assertion("/values/f_no_dynamic_allocation", "all_true", why="F: no dynamic allocation on the read path"),
+        Assertion("/values/windows_free_at_every_close", "all_true", why="every window free at every close"),
+        Assertion("/values/eq1_holds", "all_true", why="eq. 1: managed bytes exceed the host cap minus the reserve"),
+    ]
+    return ClaimResult(headline, values, assertions, insufficient)

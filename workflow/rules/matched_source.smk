@@ -1,0 +1,36 @@
+# The matched source campaign (reference 004 §5.3): one model, prompt, cache policy and
+# budget; only the source changes: P (buffered pread), D (blocking O_DIRECT, one window),
+# F (io_uring O_DIRECT, eight windows, the next bundle read during the current compute).
+# First a same-build synchronous-source oracle (no host limit), then one P cell, then the
+# D/F pairs in the configured counterbalanced order; every cell is compared with the oracle.
+
+
+rule matched_source_cell:
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        inventory=lambda w: pm_model()[2],
+        overhead=f"results/calibration/pager_model-{PM_NAME}.json",
+        previous=ms_previous,
+    output:
+        f"{MS_RUNS}/{{cell}}/harness.json",
+    wildcard_constraints:
+        cell="oracle|P|pair[0-9]+/[DF]",
+    params:
+        dir=lambda w, output: run_dir(output),
+        limit=lambda w, input: "" if w.cell == "oracle" else
+        f"--budget-bytes {pm_budget(input.inventory, MS['ratio'])} --overhead {input.overhead}",
+        gen=lambda w, input: ms_generate_args(w.cell, input.model, pm_budget(input.inventory, MS["ratio"])),
+        prompt=PM["prompt"],
+        meta=lambda w, input: ms_meta(w.cell, input.inventory),
+        cgroup=config["harness"]["cgroup"],
+    log:
+        f"{LOGS}/matched_source/{{cell}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} {params.limit}"
+        " --drop-cache {input.model} {params.meta}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
