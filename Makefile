@@ -8,11 +8,12 @@ STAMP := $(VENV)/.installed
 CORES ?= 1
 BUILD_TEST := .build/engine-test
 BUILD_ASAN := .build/engine-asan
+BUILD_TSAN := .build/engine-tsan
 
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: figures test test-python test-engine test-engine-release test-engine-asan sysdeps venv llama bench clean
+.PHONY: figures test test-python test-engine test-engine-release test-engine-asan test-engine-tsan sysdeps venv llama bench clean
 
 figures: sysdeps venv
 	$(BIN)/snakemake --cores $(CORES) --profile workflow/profiles/default figures
@@ -31,7 +32,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	@touch $@
 
-test-engine: test-engine-release test-engine-asan
+test-engine: test-engine-release test-engine-asan test-engine-tsan
 
 # The pinned llama.cpp (fetched from PyPI, verified, built once and cached).
 llama: sysdeps venv
@@ -46,6 +47,13 @@ test-engine-asan: sysdeps llama
 	cmake -S engine -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=address,undefined $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_ASAN) -j2
 	cd $(BUILD_ASAN) && ctest --output-on-failure
+
+# ThreadSanitizer without llama.cpp: ggml's thread pool is not instrumented, so TSan would
+# report its synchronisation as races; every engine test that does not run llama.cpp runs here.
+test-engine-tsan: sysdeps
+	cmake -S engine -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=thread -DRESID_WITH_LLAMA=OFF >/dev/null
+	cmake --build $(BUILD_TSAN) -j2
+	cd $(BUILD_TSAN) && ctest --output-on-failure
 
 test-python: venv
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q

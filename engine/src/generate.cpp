@@ -125,7 +125,8 @@ nlohmann::json config_json(const GenerateConfig& c) {
           {"prefetch_depth", c.prefetch_depth},
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
-          {"calibrate", c.calibrate}};
+          {"calibrate", c.calibrate},
+          {"huge_chunks", to_string(c.huge)}};
 }
 
 // The run: the driver thread loads the model and generates; the main thread watches it.
@@ -144,13 +145,19 @@ class Run final : public StepListener {
   int execute();
 
   // ---- StepListener (the driver thread, inside llama_decode) --------------------------
-  void pass_started() override {
+  void pass_started(std::optional<std::vector<ChunkId>> embd_rows) override {
     if (pass_open_) finish_pass();  // a second graph within one llama_decode (long prompt)
     pass_open_ = true;
     cur_ = 0;
     cur_step_ = pass_ * S_;
+    // The embd step reads the rows of this batch's tokens, nothing else of the embedding:
+    // those chunks are its accesses (the reference trace) and what it holds.
+    embd_access_ = embd_rows ? std::move(*embd_rows) : steps_[0];
+    if (!embd_rows) ++embd_rows_unread_;
     if (!pager_) probe_kernel(0);
-    enter(0);
+    cur_entered_ = !oversize(0);
+    if (pager_) pager_->set_step_oversize(!cur_entered_);
+    if (cur_entered_) enter(0);
     touch_progress();
   }
 
@@ -164,9 +171,11 @@ class Run final : public StepListener {
     const uint64_t next = pass_ * S_ + obj;
     record_accesses(old, consumed);    // arm A: the old object's entry probe, so first
     if (!pager_) probe_kernel(obj);
-    enter(obj);                        // the new chunks are held before the old ones are let go
-    signal(consumed, next);
-    leave(old);
+    const bool old_entered = cur_entered_;
+    cur_entered_ = !oversize(obj);
+    if (cur_entered_) enter(obj);      // the new chunks are held before the old ones are let go
+    signal(consumed, next, !cur_entered_);
+    if (old_entered) leave(old);
     cur_ = static_cast<int>(obj);
     cur_step_ = next;
   }
@@ -192,8 +201,9 @@ class Run final : public StepListener {
     const uint32_t old = static_cast<uint32_t>(cur_);
     if (old + 1 != S_) ++sequence_errors_;  // the pass ended before its output object
     record_accesses(old, consumed);
-    signal(consumed, (pass_ + 1) * S_);
-    leave(old);
+    signal(consumed, (pass_ + 1) * S_, false);
+    if (cur_entered_) leave(old);
+    cur_entered_ = false;
     pass_open_ = false;
     cur_ = -1;
     observer_.end_pass();
@@ -204,24 +214,41 @@ class Run final : public StepListener {
     if (hold_at_pass_ && pass_ == *hold_at_pass_ && pager_) pager_->pause(true);
   }
 
+  // The chunks object `obj`'s step reads in this pass: the declared chunks, except for embd,
+  // whose step reads only the rows of the batch's tokens.
+  const std::vector<ChunkId>& access_chunks(uint32_t obj) const { return obj == 0 ? embd_access_ : steps_[obj]; }
+
+  // The objects (other than embd, decided per pass by its rows) that run oversize.
+  nlohmann::json oversize_objects() const {
+    nlohmann::json a = nlohmann::json::array();
+    if (!pager_) return a;
+    for (uint32_t o = 1; o < S_; ++o)
+      if (steps_[o].size() > fit_chunks_) a.push_back(m_.objects[o].name);
+    return a;
+  }
+
+  // Oversize: the step's chunks cannot all be held resident at this budget, so none gets a
+  // live consumer; the pager pins the chunk each compute thread last faulted on instead.
+  bool oversize(uint32_t obj) const { return pager_ && access_chunks(obj).size() > fit_chunks_; }
+
   void enter(uint32_t obj) {
     if (pager_)
-      for (ChunkId c : steps_[obj]) pager_->enter(c);
+      for (ChunkId c : access_chunks(obj)) pager_->enter(c);
   }
   void leave(uint32_t obj) {
     if (pager_)
-      for (ChunkId c : steps_[obj]) pager_->leave(c);
+      for (ChunkId c : access_chunks(obj)) pager_->leave(c);
   }
 
-  void signal(uint64_t consumed, uint64_t next) {
+  void signal(uint64_t consumed, uint64_t next, bool next_oversize) {
     audit_.record(consumed);
     signals_.fetch_add(1, std::memory_order_relaxed);
-    if (pager_) pager_->step_boundary(consumed, next);
+    if (pager_) pager_->step_boundary(consumed, next, next_oversize);
     touch_progress();
   }
 
   void record_accesses(uint32_t obj, uint64_t step) {
-    const auto& cs = steps_[obj];
+    const auto& cs = access_chunks(obj);
     for (size_t i = 0; i < cs.size(); ++i) {
       const bool miss = pager_ ? pager_->demand_filled_in(cs[i], step) : entry_miss_.at(i) != 0;
       trace_.append(step, cs[i], TraceKind::Access, miss ? kTraceMiss : 0);
@@ -234,7 +261,7 @@ class Run final : public StepListener {
   // Arm A: a chunk access is a miss when any mapped page of the chunk is absent just before
   // the object's step (the pages llama.cpp unmapped are not asked about).
   void probe_kernel(uint32_t obj) {
-    const auto& cs = steps_[obj];
+    const auto& cs = access_chunks(obj);
     entry_miss_.assign(cs.size(), 0);
     if (!kmap_base_) return;
     for (size_t i = 0; i < cs.size(); ++i) {
@@ -302,6 +329,9 @@ class Run final : public StepListener {
   uint64_t window_bytes_ = 0, page_table_bytes_ = 0;
   std::optional<uint64_t> budget_chunks_;
   uint64_t min_chunks_ = 0;
+  uint64_t fit_chunks_ = UINT64_MAX;  // the largest step held whole (live consumers on every chunk)
+  uint64_t huge_reserve_ = 0;         // chunks of budget reserved for MADV_COLLAPSE's transient page
+  std::optional<uint64_t> region_huge_bytes_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
 
@@ -310,6 +340,9 @@ class Run final : public StepListener {
   bool pass_open_ = false;
   int cur_ = -1;
   uint64_t cur_step_ = 0;
+  bool cur_entered_ = false;          // the current step's chunks were entered (not oversize)
+  std::vector<ChunkId> embd_access_;  // this pass's embd rows' chunks
+  uint64_t embd_rows_unread_ = 0;
   std::vector<uint8_t> entry_miss_;
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> chunk_runs_;
   std::vector<unsigned char> mincore_buf_;
@@ -370,7 +403,10 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                  {"window_bytes", window_bytes_},
                  {"page_table_bytes", page_table_bytes_},
                  {"budget_chunks", budget_chunks_ ? nlohmann::json(*budget_chunks_) : nlohmann::json(nullptr)},
-                 {"min_budget_chunks", min_chunks_}};
+                 {"min_budget_chunks", min_chunks_},
+                 {"fit_chunks", pager_ ? nlohmann::json(fit_chunks_) : nlohmann::json(nullptr)},
+                 {"oversize_objects", oversize_objects()},
+                 {"huge_reserve_chunks", huge_reserve_}};
   const PagerStats ps = pager_ ? pager_->stats() : PagerStats{};
   const SourceStats ss = pager_ ? pager_->source_stats() : SourceStats{};
   const uint64_t acc = accesses_.load(), mis = misses_.load();
@@ -399,7 +435,23 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                    {"max_resident_chunks", ps.max_resident_chunks},
                    {"unmapped_chunks", ps.unmapped_chunks},
                    {"reconcile_checks", ps.reconcile_checks},
-                   {"reconcile_mismatches", ps.reconcile_mismatches}};
+                   {"reconcile_mismatches", ps.reconcile_mismatches},
+                   {"oversize_steps", ps.oversize_steps},
+                   {"pin_moves", ps.pin_moves},
+                   {"max_pins", ps.max_pins},
+                   {"in_step_refills", ps.in_step_refills}};
+  j["huge_chunks"] = {{"mode", to_string(cfg_.huge)},
+                      {"move_fills", ps.move_fills},
+                      {"move_fallbacks", ps.move_fallbacks},
+                      {"move_first_errno", ps.move_first_errno ? nlohmann::json(errno_name(ps.move_first_errno))
+                                                               : nlohmann::json(nullptr)},
+                      {"collapses", ps.collapses},
+                      {"collapse_failures", ps.collapse_failures},
+                      {"collapse_first_errno", ps.collapse_first_errno
+                                                   ? nlohmann::json(errno_name(ps.collapse_first_errno))
+                                                   : nlohmann::json(nullptr)},
+                      {"region_huge_bytes_at_end",
+                       region_huge_bytes_ ? nlohmann::json(*region_huge_bytes_) : nlohmann::json(nullptr)}};
   j["latency_ns"] = {{"fault_p50", ps.fault_p50_ns}, {"fault_p99", ps.fault_p99_ns}, {"fault_max", ps.fault_max_ns},
                      {"fill_p50", ps.fill_p50_ns},   {"fill_p99", ps.fill_p99_ns}};
   j["source_stats"] = {{"engine", pager_ ? nlohmann::json(to_string(pager_->source().engine())) : nlohmann::json(nullptr)},
@@ -463,6 +515,8 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                        {"weight_reads", os.weight_reads},
                        {"foreign_reads", os.foreign_reads},
                        {"outside_reads", os.outside_reads},
+                       {"embd_rows_read", os.embd_rows_read},
+                       {"embd_rows_unread", os.embd_rows_unread},
                        {"first_violation", os.first_violation.empty() ? nlohmann::json(nullptr)
                                                                       : nlohmann::json(os.first_violation)}};
   return j;
@@ -722,6 +776,7 @@ void Run::drive() {
       }
       decode_wall_ns_ = now_ns() - t_dec;
       t_end_.store(now_ns());
+      if (pager_) region_huge_bytes_ = pager_->region_huge_bytes();
       io_end_.store(proc_read_bytes().value_or(io0_.load()));
       if (tokens_.size() < cfg_.tokens && ::isatty(2)) std::fputc('\n', stderr);
       in_generation_.store(false);
@@ -771,21 +826,32 @@ int Run::execute() {
     window_bytes_ = source->window_bytes();
     page_table_bytes_ = Pager::page_table_reserve(static_cast<uint64_t>(m_.chunks) * cfg_.chunk_size);
     const uint64_t own = window_bytes_ + page_table_bytes_;
-    // Every chunk of the current object has a live consumer for the whole step, so the
-    // largest object must fit; arm E keeps its prefetch horizon on top.
-    min_chunks_ = m_.max_step_chunks() + (cfg_.arm == Arm::PagerPrefetch ? cfg_.prefetch_depth : 0);
-    const uint64_t min_bytes = min_chunks_ * cfg_.chunk_size + own;
+    // A step that fits (at most fit_chunks_ chunks) holds every chunk with a live consumer
+    // for the whole step; a larger one runs oversize: the pager pins, per compute thread,
+    // the last two chunks it faulted on and evicts the rest of the step by the policy's
+    // rule (pager.hpp has the progress argument). The hard minimum: the pins of every
+    // compute thread, one chunk to fill, one of slack (the victim then never has to be a
+    // chunk a thread just walked off, whose tail a slower thread may still be reading),
+    // plus arm E's prefetch horizon; `collapse` also reserves the chunk MADV_COLLAPSE's
+    // transient huge page occupies.
+    const uint64_t depth = cfg_.arm == Arm::PagerPrefetch ? cfg_.prefetch_depth : 0;
+    huge_reserve_ = cfg_.huge == HugeChunks::Collapse ? 1 : 0;
+    min_chunks_ = static_cast<uint64_t>(Pager::kPinsPerThread) * cfg_.threads + 2 + depth;
+    const uint64_t min_bytes = (min_chunks_ + huge_reserve_) * cfg_.chunk_size + own;
     if (*cfg_.budget_bytes < own)
       throw InputError("--budget-bytes " + std::to_string(*cfg_.budget_bytes) +
                        " does not even cover the pager's window and page tables (" + std::to_string(own) +
                        " bytes); the smallest accepted is " + std::to_string(min_bytes));
-    budget_chunks_ = (*cfg_.budget_bytes - own) / cfg_.chunk_size;
+    const uint64_t whole = (*cfg_.budget_bytes - own) / cfg_.chunk_size;
+    budget_chunks_ = whole >= huge_reserve_ ? whole - huge_reserve_ : 0;
     if (*budget_chunks_ < min_chunks_)
       throw InputError("--budget-bytes " + std::to_string(*cfg_.budget_bytes) + " leaves " +
                        std::to_string(*budget_chunks_) + " chunk(s) after the pager's own " + std::to_string(own) +
-                       " bytes; " + to_string(cfg_.arm) + " needs at least " + std::to_string(min_chunks_) +
-                       " (the largest object spans " + std::to_string(m_.max_step_chunks()) +
-                       " chunks) (--budget-bytes >= " + std::to_string(min_bytes) + ")");
+                       " bytes" + (huge_reserve_ ? " and the collapse reserve" : "") + "; " + to_string(cfg_.arm) +
+                       " needs at least " + std::to_string(min_chunks_) + " (" + std::to_string(Pager::kPinsPerThread) +
+                       " x " + std::to_string(cfg_.threads) + " compute thread(s) + 2" + (depth ? " + " + std::to_string(depth) + " prefetch depth" : "") +
+                       ") (--budget-bytes >= " + std::to_string(min_bytes) + ")");
+    fit_chunks_ = *budget_chunks_ - depth;
     PagerConfig pc;
     pc.chunk_size = cfg_.chunk_size;
     pc.budget_chunks = *budget_chunks_;
@@ -793,6 +859,8 @@ int Run::execute() {
     pc.eager_reconcile = cfg_.eager_reconcile;
     pc.watchdog_s = cfg_.watchdog_s;
     pc.step_chunks = steps_;
+    pc.max_pins = cfg_.threads;
+    pc.huge = cfg_.huge;
     pager_ = std::make_unique<Pager>(std::move(source), make_sequence_policy(*policy_kind_, m_.chunks, steps_), pc,
                                      &trace_);
   } else if (cfg_.budget_bytes) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "pager.hpp"
 #include "scan.hpp"
 #include "source.hpp"
 
@@ -27,6 +28,7 @@ struct GenerateConfig {
   bool eager_reconcile = false;
   double watchdog_s = 120;
   bool calibrate = false;
+  HugeChunks huge = HugeChunks::Off;  // how filled chunks are backed (pager.hpp)
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

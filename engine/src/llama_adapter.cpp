@@ -86,7 +86,9 @@ bool EvalObserver::ask(ggml_tensor* t) {
   const int n_layer = static_cast<int>(m_.n_layer);
   if (std::strcmp(name, "embd") == 0) {
     // The graph's first node: nothing of this pass is computed yet.
-    l_.pass_started();
+    auto rows = embd_rows(t);
+    ++(rows ? st_.embd_rows_read : st_.embd_rows_unread);
+    l_.pass_started(std::move(rows));
     cur_ = 0;
     ++st_.boundaries;
   } else if (auto l = suffix_int(name, "norm-")) {
@@ -133,6 +135,31 @@ void EvalObserver::done(ggml_tensor* t) {
     }
     l_.routes(*layer, std::move(rows));
   }
+}
+
+std::optional<std::vector<uint32_t>> EvalObserver::embd_rows(const ggml_tensor* t) const {
+  // embd = GET_ROWS(token_embd [n_embd, n_vocab], tokens I32 [n_tokens]): row r of the
+  // embedding is [data + r * nb[1], + ggml_row_size(type, ne[0])). The input tensor is set
+  // before the graph is computed, so its ids are readable at the ask=true call.
+  if (t->op != GGML_OP_GET_ROWS) return std::nullopt;
+  const ggml_tensor* w = t->src[0];
+  const ggml_tensor* ids = t->src[1];
+  if (!w || !ids || !w->data || !ids->data || ids->type != GGML_TYPE_I32 || base_ == 0) return std::nullopt;
+  const auto a = reinterpret_cast<uintptr_t>(w->data);
+  if (a < base_ || a >= base_ + len_) return std::nullopt;
+  const uint64_t row_bytes = ggml_row_size(w->type, w->ne[0]);
+  if (static_cast<uint64_t>(w->nb[1]) != row_bytes || ggml_nrows(w) != w->ne[1]) return std::nullopt;  // not plain rows
+  std::vector<int32_t> tok;
+  const int64_t n = ggml_nelements(ids);
+  tok.reserve(static_cast<size_t>(n));
+  const auto* p = static_cast<const char*>(ids->data);
+  if (!ggml_is_contiguous(ids)) return std::nullopt;
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t v;
+    std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(int32_t)), sizeof v);
+    tok.push_back(v);
+  }
+  return row_chunks(a - base_, ggml_nbytes(w), row_bytes, tok, m_.chunk_size);
 }
 
 void EvalObserver::audit_sources(const ggml_tensor* t) {

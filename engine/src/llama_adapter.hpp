@@ -8,7 +8,10 @@
 // ask=false call of a wanted node comes after every node up to it is computed and before
 // any later node is. At commit 0c1e5709 the llama graph is, per pass:
 //
-//   embd (GET_ROWS on token_embd)           <- the graph's first node: pass start, enter embd
+//   embd (GET_ROWS on token_embd)           <- the graph's first node: pass start, enter embd;
+//                                              its ask=true call also reads the batch's token
+//                                              ids (src[1], set before the graph runs): the
+//                                              rows, hence the chunks, the step really reads
 //   norm-0 (RMS_NORM, no weight)            <- wanted; its ask=false: embd consumed, enter layer.0
 //   attn_norm-0 (MUL by blk.0.attn_norm) ... l_out-0
 //   norm-1 (RMS_NORM)                       <- wanted; its ask=false: layer.0 consumed, enter layer.1
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +55,9 @@ class StepListener {
  public:
   virtual ~StepListener() = default;
   // A graph evaluation starts: its first node (embd) is about to be computed.
-  virtual void pass_started() = 0;
+  // `embd_rows`: the chunks of the token-embedding rows the batch's tokens select (what
+  // GET_ROWS reads), or nullopt when the node could not be read (then the whole object).
+  virtual void pass_started(std::optional<std::vector<uint32_t>> embd_rows) = 0;
   // Every node before object `object`'s first weight read is computed, none after.
   virtual void object_entered(uint32_t object) = 0;
   // ffn_moe_topk-<layer>: per token, the selected experts.
@@ -78,6 +84,8 @@ class EvalObserver {
     uint64_t weight_reads = 0;     // node sources inside the model mapping
     uint64_t foreign_reads = 0;    // ... of a tensor not in the current object
     uint64_t outside_reads = 0;    // weight-buffer sources outside the model mapping
+    uint64_t embd_rows_read = 0;   // passes whose embd token ids were read (exact embd accesses)
+    uint64_t embd_rows_unread = 0; // passes where they could not be (the whole object instead)
     std::string first_violation;   // the first foreign or outside read, described
   };
   const Stats& stats() const { return st_; }
@@ -86,6 +94,7 @@ class EvalObserver {
   bool ask(ggml_tensor* t);
   void done(ggml_tensor* t);
   void audit_sources(const ggml_tensor* t);
+  std::optional<std::vector<uint32_t>> embd_rows(const ggml_tensor* t) const;
 
   const Manifest& m_;
   StepListener& l_;

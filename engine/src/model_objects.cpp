@@ -215,6 +215,23 @@ nlohmann::json Manifest::to_json() const {
           {"step_order", order}};
 }
 
+std::optional<std::vector<ChunkId>> row_chunks(uint64_t tensor_offset, uint64_t tensor_bytes, uint64_t row_bytes,
+                                               const std::vector<int32_t>& rows, uint64_t chunk_size) {
+  if (row_bytes == 0 || chunk_size == 0) return std::nullopt;
+  std::vector<ChunkId> out;
+  out.reserve(rows.size() * 2);
+  for (int32_t r : rows) {
+    if (r < 0) return std::nullopt;
+    const uint64_t b = static_cast<uint64_t>(r) * row_bytes;
+    if (b + row_bytes > tensor_bytes) return std::nullopt;
+    const uint64_t first = (tensor_offset + b) / chunk_size, last = (tensor_offset + b + row_bytes - 1) / chunk_size;
+    for (uint64_t c = first; c <= last; ++c) out.push_back(static_cast<ChunkId>(c));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::optional<std::string> startup_audit_error(const SignalAudit& audit, const Manifest& m,
                                                uint32_t passes_checked) {
   const auto zero = audit.zero_signal_chunks();

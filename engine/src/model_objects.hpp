@@ -76,6 +76,14 @@ struct Manifest {
 Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
                         uint64_t chunk_size);
 
+// The chunks holding rows `rows` of a row-major tensor at file offset `tensor_offset` of
+// `tensor_bytes` bytes, row r being [tensor_offset + r * row_bytes, + row_bytes) (row_bytes:
+// the row size of the tensor's type and shape, ggml_row_size(type, ne[0])): ascending,
+// unique. nullopt when a row id is negative or a row lies outside the tensor. This is what
+// GET_ROWS on the token embedding reads (the `embd` step's access records).
+std::optional<std::vector<ChunkId>> row_chunks(uint64_t tensor_offset, uint64_t tensor_bytes, uint64_t row_bytes,
+                                               const std::vector<int32_t>& rows, uint64_t chunk_size);
+
 // The generate startup audit: after the prefill and the first two decode passes every
 // declared chunk must have received a consumption signal. Returns the run error naming the
 // first chunk that did not (and the objects it belongs to), or nullopt.

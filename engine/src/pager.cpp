@@ -9,16 +9,60 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include "errors.hpp"
 
+// UFFDIO_MOVE (Linux 6.8) and MADV_COLLAPSE (6.1), for builds against older headers.
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+#endif
+#ifndef _UFFDIO_MOVE
+#define _UFFDIO_MOVE (0x05)
+struct uffdio_move {
+  __u64 dst;
+  __u64 src;
+  __u64 len;
+  __u64 mode;
+  __s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#endif
+#ifndef UFFDIO_MOVE_MODE_DONTWAKE
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
 namespace resid {
+
+namespace {
+constexpr uint64_t kHugePage = 2u << 20;  // the PMD size on x86-64 and arm64 with 4 KiB pages
+}
+
+const char* to_string(HugeChunks h) {
+  switch (h) {
+    case HugeChunks::Off: return "off";
+    case HugeChunks::Move: return "move";
+    case HugeChunks::Collapse: return "collapse";
+  }
+  return "?";
+}
+
+std::optional<HugeChunks> parse_huge_chunks(std::string_view s) {
+  if (s == "off") return HugeChunks::Off;
+  if (s == "move") return HugeChunks::Move;
+  if (s == "collapse") return HugeChunks::Collapse;
+  return std::nullopt;
+}
 
 uint64_t Pager::page_table_reserve(uint64_t mapped_bytes) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -77,27 +121,52 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   registered_bytes_ = (file_bytes_ + page_ - 1) / page_ * page_;
   mapped_bytes_ = n * cfg_.chunk_size;
 
+  if (cfg_.huge != HugeChunks::Off && cfg_.chunk_size % kHugePage != 0)
+    throw InputError(std::string("--huge-chunks ") + to_string(cfg_.huge) + " needs a chunk size that is a multiple of " +
+                     std::to_string(kHugePage) + " bytes (got " + std::to_string(cfg_.chunk_size) + ")");
   uffd_ = open_uffd();
   // EVENT_UNMAP: an application munmap must drop chunks, or a later COPY would land in a
   // hole. Not EVENT_REMOVE: our own MADV_DONTNEED would then block waiting for the very
-  // thread that issued it to read the event.
-  if (int e = uffd_.api(UFFD_FEATURE_EVENT_UNMAP); e != 0)
+  // thread that issued it to read the event. THREAD_ID (Linux 4.14): the faulting thread,
+  // for the per-thread pins of oversize steps. MOVE (6.8): the zero-copy huge chunks.
+  uint64_t want = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_THREAD_ID;
+  if (cfg_.huge == HugeChunks::Move) want |= UFFD_FEATURE_MOVE;
+  if (int e = uffd_.api(want); e != 0) {
+    if (cfg_.huge == HugeChunks::Move)
+      throw InputError("userfaultfd API handshake failed (" + errno_name(e) +
+                       "): --huge-chunks move needs UFFD_FEATURE_MOVE (Linux >= 6.8)");
     throw InputError("userfaultfd API handshake failed (" + errno_name(e) + ")");
+  }
+  thread_ids_ = true;
 
   evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (evfd_ < 0) throw InputError("eventfd failed (" + errno_name(errno) + ")");
 
-  void* p = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  // 2 MiB aligned (over-map and trim), so a chunk of 2 MiB is one PMD and can be one
+  // huge page. UFFDIO_MOVE only moves between writable mappings of equal protection, so
+  // the region is writable in `move` mode (llama.cpp maps it read-only and never writes;
+  // a write would fault into the pager like a read and land in the pager's private copy).
+  const int prot = cfg_.huge == HugeChunks::Move ? PROT_READ | PROT_WRITE : PROT_READ;
+  void* p = ::mmap(nullptr, mapped_bytes_ + kHugePage, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     const int e = errno;
     ::close(evfd_);
     throw InputError("cannot map the pager region (" + errno_name(e) + ")");
   }
-  base_ = static_cast<std::byte*>(p);
-  // 4 KiB pages only: the budget and the mincore reconcile count pages, and a THP would
-  // make one eviction split or one fill populate more than the chunk.
-  ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
+  {
+    const auto raw = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (raw + kHugePage - 1) & ~static_cast<uintptr_t>(kHugePage - 1);
+    if (aligned > raw) ::munmap(p, aligned - raw);
+    const uintptr_t end = raw + mapped_bytes_ + kHugePage;
+    if (end > aligned + mapped_bytes_) ::munmap(reinterpret_cast<void*>(aligned + mapped_bytes_), end - aligned - mapped_bytes_);
+    base_ = reinterpret_cast<std::byte*>(aligned);
+  }
+  // No fault ever allocates a huge page here (every fault goes to the pager) and khugepaged
+  // must not collapse behind the budget's back: MADV_NOHUGEPAGE, except in `collapse` mode,
+  // where MADV_COLLAPSE (refused on a VM_NOHUGEPAGE mapping) is the pager's own decision
+  // (neither flag: khugepaged still leaves the region alone unless THP is `always`).
+  // `move` installs the window's huge page whatever the region's flag.
+  if (cfg_.huge != HugeChunks::Collapse) ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
   // Beyond the file's last page there is no data: an access there is a bug, make it fault.
   if (mapped_bytes_ > registered_bytes_)
     ::mprotect(base_ + registered_bytes_, mapped_bytes_ - registered_bytes_, PROT_NONE);
@@ -117,10 +186,17 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
     ::close(evfd_);
     throw InputError("userfaultfd region does not support UFFDIO_COPY");
   }
+  if (cfg_.huge == HugeChunks::Move && !(reg.ioctls & (1ULL << _UFFDIO_MOVE))) {
+    ::munmap(base_, mapped_bytes_);
+    ::close(evfd_);
+    throw InputError("userfaultfd region does not support UFFDIO_MOVE (--huge-chunks move needs Linux >= 6.8)");
+  }
   state_.assign(chunks_, State::Absent);
   consumers_.assign(chunks_, 0);
   prefetched_unused_.assign(chunks_, 0);
   poisoned_.assign(chunks_, 0);
+  pins_.assign(chunks_, 0);
+  thread_pins_.reserve(cfg_.max_pins ? cfg_.max_pins : 16);
   last_demand_step_.assign(chunks_, -1);
   fills_.assign(chunks_, 0);
   page_unmapped_.assign(registered_bytes_ / page_, 0);
@@ -227,7 +303,81 @@ void Pager::signal(uint64_t cursor) { step_boundary(cursor, UINT64_MAX); }
 
 void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }
 
-void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step) {
+void Pager::set_step_oversize(bool oversize) {
+  std::lock_guard lk(mu_);
+  if (oversize == oversize_) {
+    clear_pins_locked();
+    return;
+  }
+  set_mode_locked(oversize);
+  if (oversize) ++st_.oversize_steps;
+}
+
+void Pager::set_mode_locked(bool oversize) {
+  clear_pins_locked();
+  oversize_ = oversize;
+  policy_->on_step_mode(oversize);
+}
+
+void Pager::clear_pins_locked() {
+  for (const auto& [tid, c] : thread_pins_) --pins_[c];
+  thread_pins_.clear();
+}
+
+void Pager::pin_locked(uint32_t tid, ChunkId c) {
+  // A thread's pins: the last kPinsPerThread distinct chunks it faulted on (it is blocked on
+  // the newest, so it reads nothing else now). Two, because a thread can need two chunks at
+  // once: a matrix-product tile reads several rows block by block, interleaved (llamafile's
+  // tinyBLAS Q8_0 kernel: 4 rows per tile, 32 weights of each row in turn), and a tile whose
+  // rows straddle a chunk boundary alternates between the two chunks; with one pin the
+  // chunks evict each other on every block. thread_pins_ is ordered oldest first.
+  size_t mine = 0, oldest_mine = SIZE_MAX;
+  for (size_t i = 0; i < thread_pins_.size(); ++i) {
+    if (thread_pins_[i].first != tid) continue;
+    if (thread_pins_[i].second == c) {  // already pinned by this thread: now its newest
+      auto e = thread_pins_[i];
+      thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(i));
+      thread_pins_.push_back(e);
+      return;
+    }
+    if (mine++ == 0) oldest_mine = i;
+  }
+  if (mine >= kPinsPerThread) {
+    --pins_[thread_pins_[oldest_mine].second];
+    thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(oldest_mine));
+    ++st_.pin_moves;
+  } else if (mine == 0 && cfg_.max_pins > 0) {
+    // A new thread beyond --threads (unexpected): the least recently faulting thread's pins go.
+    std::vector<uint32_t> tids;
+    for (const auto& [t, ch] : thread_pins_)
+      if (std::find(tids.begin(), tids.end(), t) == tids.end()) tids.push_back(t);
+    if (tids.size() >= cfg_.max_pins) {
+      // tids is ordered by each thread's oldest pin; the least recent thread is the one
+      // whose newest pin is oldest.
+      uint32_t victim = tids.front();
+      size_t victim_newest = SIZE_MAX;
+      for (uint32_t t : tids) {
+        size_t newest = 0;
+        for (size_t i = 0; i < thread_pins_.size(); ++i)
+          if (thread_pins_[i].first == t) newest = i;
+        if (newest < victim_newest) {
+          victim_newest = newest;
+          victim = t;
+        }
+      }
+      for (size_t i = thread_pins_.size(); i-- > 0;)
+        if (thread_pins_[i].first == victim) {
+          --pins_[thread_pins_[i].second];
+          thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(i));
+        }
+    }
+  }
+  thread_pins_.emplace_back(tid, c);
+  ++pins_[c];
+  st_.max_pins = std::max<uint64_t>(st_.max_pins, thread_pins_.size());
+}
+
+void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bool oversize) {
   {
     std::lock_guard lk(mu_);
     if (cursor) {
@@ -243,7 +393,11 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step) {
         }
       }
     }
-    if (next_step != UINT64_MAX) step_ = next_step;
+    if (next_step != UINT64_MAX) {
+      step_ = next_step;
+      set_mode_locked(oversize);
+      if (oversize) ++st_.oversize_steps;
+    }
   }
   if (cursor && cfg_.prefetch_depth > 0) notify();  // the prefetch horizon moved
 }
@@ -311,6 +465,35 @@ std::vector<ChunkId> Pager::resident_set() const {
   return v;
 }
 
+std::vector<ChunkId> Pager::pinned_set() const {
+  std::lock_guard lk(mu_);
+  std::vector<ChunkId> v;
+  for (ChunkId c = 0; c < chunks_; ++c)
+    if (pins_[c] > 0) v.push_back(c);
+  return v;
+}
+
+std::optional<uint64_t> Pager::region_huge_bytes() const {
+  // /proc/self/smaps: sum AnonHugePages over the mappings that lie inside the region.
+  std::ifstream in("/proc/self/smaps");
+  if (!in) return std::nullopt;
+  const auto lo = reinterpret_cast<uintptr_t>(base_), hi = lo + mapped_bytes_;
+  std::string line;
+  bool inside = false;
+  uint64_t kb = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
+        line.find(':') > line.find(' ')) {
+      const uintptr_t a = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+      const uintptr_t b = std::stoull(line.substr(line.find('-') + 1, line.find(' ') - line.find('-') - 1), nullptr, 16);
+      inside = a >= lo && b <= hi;
+      continue;
+    }
+    if (inside && line.rfind("AnonHugePages:", 0) == 0) kb += std::stoull(line.substr(14));
+  }
+  return kb * 1024;
+}
+
 void Pager::pause(bool on) {
   paused_ = on;
   notify();
@@ -353,6 +536,12 @@ std::string Pager::evidence_locked() const {
       first = false;
     }
   os << "}";
+  if (oversize_) {
+    os << " oversize pins={";
+    for (size_t i = 0; i < thread_pins_.size(); ++i)
+      os << (i ? "," : "") << "tid " << thread_pins_[i].first << ":" << thread_pins_[i].second;
+    os << "}";
+  }
   return os.str();
 }
 
@@ -371,7 +560,7 @@ void Pager::check_watchdog() {
   }
   fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " +
        std::to_string(cfg_.watchdog_s) + " s (no evictable chunk: every resident chunk has live "
-       "consumers); " + ev);
+       "consumers or a pin); " + ev);
 }
 
 void Pager::check_stall() {
@@ -437,11 +626,15 @@ void Pager::read_messages() {
     for (size_t i = 0; i < count; ++i) {
       const uffd_msg& m = msgs[i];
       if (m.event == UFFD_EVENT_PAGEFAULT) {
+        const uintptr_t addr = static_cast<uintptr_t>(m.arg.pagefault.address) & ~(uintptr_t)(page_ - 1);
         {
           std::lock_guard lk(mu_);
           ++st_.faults_handled;
+          const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+          if (oversize_ && addr >= b && addr < b + registered_bytes_)
+            pin_locked(thread_ids_ ? m.arg.pagefault.feat.ptid : 0, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
         }
-        pending_.push_back({static_cast<uintptr_t>(m.arg.pagefault.address) & ~(uintptr_t)(page_ - 1), t});
+        pending_.push_back({addr, t});
       } else if (m.event == UFFD_EVENT_UNMAP) {
         handle_unmap(static_cast<uintptr_t>(m.arg.remove.start), static_cast<uintptr_t>(m.arg.remove.end));
       }
@@ -538,20 +731,25 @@ bool Pager::serve_pending() {
     }
     ++fills_[c];
     ++st_.demand_fills;
+    if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
     last_demand_step_[c] = static_cast<int64_t>(step_);
     if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
+    bool kept = false;
     if (mapped_pages_[c] == 0) {
       state_[c] = State::Absent;  // unmapped while we filled it: nothing to keep
     } else {
       state_[c] = State::Resident;
       resident_list_.push_back(c);
       policy_->on_access(c);
+      policy_->on_fill(c);
       st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
+      kept = true;
     }
     if (cfg_.eager_reconcile) reconcile_locked();
     lk.unlock();
     wake_chunk(c);
     const uint64_t t_done = now_ns();
+    if (kept) maybe_collapse(c);
     lk.lock();
     fault_hist_.record(t_done - f.t_read_ns);
   }
@@ -560,7 +758,7 @@ bool Pager::serve_pending() {
 
 bool Pager::make_room_locked(ChunkId for_chunk) {
   auto evictable = [this, for_chunk](ChunkId v) {
-    return v != for_chunk && consumers_[v] == 0 && state_[v] == State::Resident;
+    return v != for_chunk && consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident;
   };
   if (policy_->evict_eagerly()) {
     while (auto v = policy_->choose_victim(resident_list_, evictable)) evict_locked(*v);
@@ -614,7 +812,7 @@ bool Pager::fill(ChunkId c) {
   // The tail chunk publishes whole pages: zero the bytes past the file end.
   const uint64_t len = chunk_length(c);
   if (len > e.length) std::memset(comp.data + e.length, 0, len - e.length);
-  const bool ok = copy_pages(c, comp.data);
+  const bool ok = publish(c, comp.data, e.length);
   source_->release(comp);
   if (ok) {
     std::lock_guard lk(mu_);
@@ -623,10 +821,57 @@ bool Pager::fill(ChunkId c) {
   return ok;
 }
 
-bool Pager::copy_pages(ChunkId c, const std::byte* data) {
+bool Pager::publish(ChunkId c, const std::byte* data, uint64_t data_len) {
+  uint64_t from = 0;
+  // `move`: a whole chunk (every page mapped, the full chunk size), read to a 2 MiB-aligned
+  // address (the start of a window), is moved in; its pages leave the window, which the
+  // source refaults on its next read. Anything else, or a failed move, is copied.
+  if (cfg_.huge == HugeChunks::Move && data_len == cfg_.chunk_size && chunk_length(c) == cfg_.chunk_size &&
+      mapped_pages_[c] == chunk_pages_ && reinterpret_cast<uintptr_t>(data) % kHugePage == 0) {
+    uffdio_move mv{};
+    mv.dst = reinterpret_cast<uintptr_t>(base_ + first_page(c) * page_);
+    mv.src = reinterpret_cast<uintptr_t>(data);
+    mv.len = cfg_.chunk_size;
+    mv.mode = UFFDIO_MOVE_MODE_DONTWAKE;  // woken after booking, as for COPY
+    if (::ioctl(uffd_.fd(), UFFDIO_MOVE, &mv) == 0) {
+      std::lock_guard lk(mu_);
+      ++st_.move_fills;
+      return true;
+    }
+    const int e = errno;
+    {
+      std::lock_guard lk(mu_);
+      ++st_.move_fallbacks;
+      if (!st_.move_first_errno) st_.move_first_errno = e;
+    }
+    // What was moved is in place (whole pages); copy the rest from the window.
+    if (mv.move > 0) from = static_cast<uint64_t>(mv.move) / page_;
+  }
+  return copy_pages(c, data, from);
+}
+
+void Pager::maybe_collapse(ChunkId c) {
+  // `collapse`: the pager thread is the only one that evicts, so the chunk cannot go away
+  // under the collapse; a concurrent unmap only makes it fail. The transient extra huge page
+  // is paid by the chunk the caller reserved.
+  if (cfg_.huge != HugeChunks::Collapse || chunk_length(c) != cfg_.chunk_size || mapped_pages_[c] != chunk_pages_)
+    return;
+  const int rc = ::madvise(base_ + first_page(c) * page_, cfg_.chunk_size, MADV_COLLAPSE);
+  const int e = errno;
+  std::lock_guard lk(mu_);
+  if (rc == 0) {
+    ++st_.collapses;
+  } else {
+    ++st_.collapse_failures;
+    if (!st_.collapse_first_errno) st_.collapse_first_errno = e;
+  }
+  if (cfg_.eager_reconcile) reconcile_locked();
+}
+
+bool Pager::copy_pages(ChunkId c, const std::byte* data, uint64_t from_page) {
   const uint64_t p0 = first_page(c), np = pages_in(c);
   const uint64_t deadline = now_ns() + static_cast<uint64_t>(cfg_.watchdog_s * 1e9);
-  uint64_t p = p0;
+  uint64_t p = p0 + from_page;
   while (p < p0 + np) {
     if (page_unmapped_[p]) {  // a hole the application made: never COPY there
       ++p;
@@ -694,7 +939,7 @@ bool Pager::maybe_prefetch() {
         found = true;
       } else {
         auto v = policy_->choose_victim(resident_list_, [this](ChunkId x) {
-          return consumers_[x] == 0 && state_[x] == State::Resident;
+          return consumers_[x] == 0 && pins_[x] == 0 && state_[x] == State::Resident;
         });
         // Displace only a chunk needed later than the candidate: prefetch never makes the
         // next demand worse than no prefetch.
@@ -723,6 +968,7 @@ bool Pager::maybe_prefetch() {
     } else {
       state_[chosen] = State::Resident;
       resident_list_.push_back(chosen);
+      policy_->on_fill(chosen);
       st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
     }
     if (cfg_.eager_reconcile) reconcile_locked();
@@ -731,8 +977,10 @@ bool Pager::maybe_prefetch() {
     prefetched_unused_[chosen] = 0;
     poisoned_[chosen] = 1;
   }
+  const bool kept = ok && state_[chosen] == State::Resident;
   lk.unlock();
   if (ok) wake_chunk(chosen);  // a driver may have faulted on it mid-fill
+  if (kept) maybe_collapse(chosen);
   return true;
 }
 

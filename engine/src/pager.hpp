@@ -7,6 +7,34 @@
 // window and publishes it with UFFDIO_COPY, which wakes every thread waiting on it.
 // Everything the kernel does to the region is decided here, so the budget is exact:
 // resident chunks never exceed budget_chunks.
+//
+// Oversize steps (generate, step_boundary(..., oversize=true)): a step whose chunks cannot
+// all stay resident runs without live consumers on its chunks. Instead the pager pins, per
+// compute thread (the faulting thread's id, UFFD_FEATURE_THREAD_ID), the last
+// kPinsPerThread distinct chunks that thread faulted on, for at most max_pins threads; the
+// pins are dropped at every step change (a step boundary is between graph nodes: no compute
+// thread is reading weights then).
+// Progress (no livelock): a thread blocked in a fault reads nothing else. When its fault
+// message is read the fault's chunk becomes its newest pin and its oldest pin beyond
+// kPinsPerThread is released, so it holds at most kPinsPerThread - 1 pins on resident
+// chunks besides the faulting one; the other threads hold at most
+// kPinsPerThread * (max_pins - 1). With budget_chunks >= kPinsPerThread * max_pins + 1 a
+// victim therefore always exists and the fault is filled. The filled chunk stays pinned
+// until that same thread has faulted on kPinsPerThread other chunks, which it can only do
+// after its retried access succeeded; so every fill completes at least the access that
+// faulted, and a step (a finite number of accesses) always finishes. Two pins per thread
+// make the common case cheap, not just finite: a thread that alternates between two chunks
+// (a tile of rows straddling a chunk boundary) keeps both. Chunks the threads read without
+// faulting may be evicted under them: they fault again and are refilled with the same
+// bytes (MISSING mode never shows a zero page), which costs a fill, never exactness.
+//
+// Huge chunks (HugeChunks): how a filled chunk is backed. `off`: UFFDIO_COPY into 4 KiB
+// pages (physically scattered). `move`: the region is writable and a whole, 2 MiB-aligned
+// chunk read into a (huge-page) window is published with UFFDIO_MOVE: the window's pages,
+// a transparent huge page when the kernel gave the window one, become the chunk's (zero
+// copy); the window is refaulted by its next read (the budget already pays a window).
+// `collapse`: COPY, then MADV_COLLAPSE of the chunk (the collapse allocates the new huge
+// page before it frees the 512 small ones: the caller reserves one chunk of budget for it).
 #pragma once
 
 #include <atomic>
@@ -18,6 +46,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -30,6 +59,10 @@
 
 namespace resid {
 
+enum class HugeChunks { Off, Move, Collapse };
+const char* to_string(HugeChunks h);
+std::optional<HugeChunks> parse_huge_chunks(std::string_view s);
+
 struct PagerConfig {
   uint64_t chunk_size = 2u << 20;  // multiple of the page size
   uint64_t budget_chunks = 0;      // >= 1
@@ -40,6 +73,9 @@ struct PagerConfig {
   // audited and traced for each of its chunks. Empty: chunk steps (scan), step s is chunk
   // s mod chunks.
   std::vector<std::vector<ChunkId>> step_chunks;
+  // Oversize steps: pins for at most this many threads (the compute threads); 0 = no limit.
+  uint32_t max_pins = 0;
+  HugeChunks huge = HugeChunks::Off;
 };
 
 struct PagerStats {
@@ -51,10 +87,24 @@ struct PagerStats {
   uint64_t unmap_events = 0, unmapped_chunks = 0, copy_retries = 0;
   uint64_t fault_count = 0, fault_p50_ns = 0, fault_p99_ns = 0, fault_max_ns = 0;
   uint64_t fill_count = 0, fill_p50_ns = 0, fill_p99_ns = 0, fill_max_ns = 0;
+  // Oversize steps.
+  uint64_t oversize_steps = 0;   // steps that ran oversize
+  uint64_t pin_moves = 0;        // a thread's pin moved to another chunk
+  uint64_t max_pins = 0;         // most (thread, chunk) pins held at once
+  uint64_t in_step_refills = 0;  // demand fills of a chunk already demand-filled in the same step
+  // Huge chunks.
+  uint64_t move_fills = 0;       // fills published whole with UFFDIO_MOVE
+  uint64_t move_fallbacks = 0;   // fills where UFFDIO_MOVE failed (COPY took over)
+  int move_first_errno = 0;
+  uint64_t collapses = 0, collapse_failures = 0;
+  int collapse_first_errno = 0;
 };
 
 class Pager {
  public:
+  // Oversize steps: chunks pinned per compute thread (see above).
+  static constexpr uint32_t kPinsPerThread = 2;
+
   // Maps and registers the region (throws InputError if userfaultfd is unavailable or the
   // configuration is invalid). The pager thread starts with start().
   Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, PagerConfig cfg,
@@ -94,8 +144,12 @@ class Pager {
   // The step events are attributed to in the trace.
   void set_step(uint64_t step);
   // signal(cursor) (if any) and set_step(next) as one atomic update, so no pager decision
-  // can see the new cursor with the old step.
-  void step_boundary(std::optional<uint64_t> cursor, uint64_t next_step);
+  // can see the new cursor with the old step. `oversize`: the new step runs oversize (no
+  // live consumers on its chunks; per-thread pins instead). A step change drops every pin.
+  void step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bool oversize = false);
+  // Whether the current step runs oversize (generate: known at the pass start, when the
+  // batch's tokens are). Drops every pin.
+  void set_step_oversize(bool oversize);
 
   // Was chunk c demand-filled while `step` was current?
   bool demand_filled_in(ChunkId c, uint64_t step) const;
@@ -111,6 +165,11 @@ class Pager {
   SourceStats source_stats() const;
   SignalAudit audit() const;
   std::vector<ChunkId> resident_set() const;
+  // Chunks pinned now (oversize steps), ascending.
+  std::vector<ChunkId> pinned_set() const;
+  // Bytes of the region the kernel backs with transparent huge pages now (the
+  // AnonHugePages of the region's mappings in /proc/self/smaps); nullopt if unreadable.
+  std::optional<uint64_t> region_huge_bytes() const;
 
   // Watchdog for the one case the pager thread cannot watch itself: a fill stuck inside the
   // Source (storage that stopped answering). Call periodically from another thread; fails
@@ -141,7 +200,12 @@ class Pager {
   bool make_room_locked(ChunkId for_chunk);
   void evict_locked(ChunkId c);
   bool fill(ChunkId c);
-  bool copy_pages(ChunkId c, const std::byte* data);
+  bool publish(ChunkId c, const std::byte* data, uint64_t data_len);
+  bool copy_pages(ChunkId c, const std::byte* data, uint64_t from_page);
+  void maybe_collapse(ChunkId c);
+  void pin_locked(uint32_t tid, ChunkId c);
+  void clear_pins_locked();
+  void set_mode_locked(bool oversize);
   void wake_chunk(ChunkId c);
   void reconcile_locked();
   void check_watchdog();
@@ -174,6 +238,10 @@ class Pager {
   std::vector<int32_t> consumers_;
   std::vector<uint8_t> prefetched_unused_;
   std::vector<uint8_t> poisoned_;
+  std::vector<uint16_t> pins_;                                // per chunk: threads pinning it
+  std::vector<std::pair<uint32_t, ChunkId>> thread_pins_;      // (tid, chunk), oldest first
+  bool oversize_ = false;
+  bool thread_ids_ = false;  // UFFD_FEATURE_THREAD_ID granted
   std::vector<int64_t> last_demand_step_;
   std::vector<uint64_t> fills_;
   std::vector<uint8_t> page_unmapped_;

@@ -11,7 +11,12 @@ namespace resid {
 
 SequenceDeclaredPolicy::SequenceDeclaredPolicy(uint32_t chunks, std::vector<std::vector<ChunkId>> steps,
                                                bool prefetch)
-    : n_(chunks), steps_(std::move(steps)), occ_(chunks), prefetch_(prefetch) {
+    : n_(chunks),
+      steps_(std::move(steps)),
+      occ_(chunks),
+      prefetch_(prefetch),
+      fill_step_(chunks, std::numeric_limits<uint64_t>::max()),
+      fill_seq_(chunks, 0) {
   step_start_.reserve(steps_.size());
   for (auto& s : steps_) {
     std::sort(s.begin(), s.end());
@@ -37,8 +42,26 @@ uint64_t SequenceDeclaredPolicy::next_use(ChunkId c) const {
   return it != o.end() ? *it - p0 : o.front() + flat_ - p0;
 }
 
+void SequenceDeclaredPolicy::on_fill(ChunkId c) {
+  if (c >= n_) return;
+  fill_step_[c] = next_step();
+  fill_seq_[c] = ++fill_clock_;
+}
+
 std::optional<ChunkId> SequenceDeclaredPolicy::choose_victim(std::span<const ChunkId> resident,
                                                              const Evictable& evictable) const {
+  if (oversize_ && !steps_.empty()) {
+    // The in-step rule (header): the chunk of the current step filled earliest in it.
+    const uint64_t cur = next_step();
+    const auto& cs = steps_[cur % steps_.size()];
+    std::optional<ChunkId> first;
+    for (ChunkId c : resident) {
+      if (c >= n_ || fill_step_[c] != cur || !evictable(c)) continue;
+      if (!std::binary_search(cs.begin(), cs.end(), c)) continue;
+      if (!first || fill_seq_[c] < fill_seq_[*first]) first = c;
+    }
+    if (first) return first;
+  }
   std::optional<ChunkId> best;
   uint64_t best_d = 0;
   for (ChunkId c : resident) {

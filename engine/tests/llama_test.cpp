@@ -139,7 +139,11 @@ namespace {
 
 struct Recorder final : StepListener {
   std::vector<std::string> events;
-  void pass_started() override { events.push_back("pass"); }
+  std::optional<std::vector<uint32_t>> embd_rows;
+  void pass_started(std::optional<std::vector<uint32_t>> rows) override {
+    events.push_back("pass");
+    embd_rows = std::move(rows);
+  }
   void object_entered(uint32_t o) override { events.push_back("enter " + std::to_string(o)); }
   void routes(int layer, std::vector<std::vector<int32_t>> experts) override {
     std::string e = "routes " + std::to_string(layer) + ":";
