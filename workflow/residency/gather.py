@@ -323,6 +323,11 @@ MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
 ])
 
 
+SOURCE_STATS = ("submissions", "completions", "peak_depth", "windows", "windows_free_at_close",
+                "tickets_outstanding_at_close", "dynamic_allocations", "rejections", "physical_bytes",
+                "logical_bytes", "padding_bytes")
+
+
 def admission(row: dict) -> bool | None:
     """The prespecified predicate: positive headroom, zero limit events, zero OOM kills,
     under a hard host limit (None when the grade cannot support it)."""
@@ -340,6 +345,7 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
     tokens = row["tokens"]
     events = [row["limit_events"], row["pressure_events"]]
     reserve = _int(meta.get("reserve_bytes"))
+    row.update({f"source_{k}": _int(src.get(k)) for k in SOURCE_STATS})
     row.update({
         "source_arm": meta.get("source_arm"),
         "block": int(meta.get("block", 0)),
@@ -347,17 +353,6 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
         "position": int(meta.get("position", 0)),
         "wall_s": float(harness["wall_s"]),
         "exposed_source_wait_ns": _int(run.get("counters", {}).get("exposed_source_wait_ns")),
-        "source_submissions": _int(src.get("submissions")),
-        "source_completions": _int(src.get("completions")),
-        "source_peak_depth": _int(src.get("peak_depth")),
-        "source_windows": _int(src.get("windows")),
-        "source_windows_free_at_close": _int(src.get("windows_free_at_close")),
-        "source_tickets_outstanding_at_close": _int(src.get("tickets_outstanding_at_close")),
-        "source_dynamic_allocations": _int(src.get("dynamic_allocations")),
-        "source_rejections": _int(src.get("rejections")),
-        "source_physical_bytes": _int(src.get("physical_bytes")),
-        "source_logical_bytes": _int(src.get("logical_bytes")),
-        "source_padding_bytes": _int(src.get("padding_bytes")),
         "source_physical_bytes_per_output": (src["physical_bytes"] / tokens)
         if src.get("physical_bytes") is not None and tokens else None,
         "headroom_bytes": (row["limit_bytes"] - row["peak_bytes"])
