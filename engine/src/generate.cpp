@@ -80,6 +80,13 @@ std::optional<PolicyKind> policy_of(Arm a) {
   return std::nullopt;
 }
 
+// --huge-chunks, resolved: `move` by default when chunks are whole huge pages (2 MiB
+// multiples), `off` otherwise; an explicit mode is taken as given (the pager refuses what
+// the kernel or the chunk size cannot do: exit 2, never a fallback).
+HugeChunks huge_mode(const GenerateConfig& c) {
+  return c.huge.value_or(c.chunk_size % (2u << 20) == 0 ? HugeChunks::Move : HugeChunks::Off);
+}
+
 std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
@@ -126,7 +133,7 @@ nlohmann::json config_json(const GenerateConfig& c) {
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
           {"calibrate", c.calibrate},
-          {"huge_chunks", to_string(c.huge)}};
+          {"huge_chunks", c.huge ? to_string(*c.huge) : "default"}};
 }
 
 // The run: the driver thread loads the model and generates; the main thread watches it.
@@ -440,7 +447,7 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                    {"pin_moves", ps.pin_moves},
                    {"max_pins", ps.max_pins},
                    {"in_step_refills", ps.in_step_refills}};
-  j["huge_chunks"] = {{"mode", to_string(cfg_.huge)},
+  j["huge_chunks"] = {{"mode", pager_ ? nlohmann::json(to_string(huge_mode(cfg_))) : nlohmann::json(nullptr)},
                       {"move_fills", ps.move_fills},
                       {"move_fallbacks", ps.move_fallbacks},
                       {"move_first_errno", ps.move_first_errno ? nlohmann::json(errno_name(ps.move_first_errno))
@@ -835,7 +842,7 @@ int Run::execute() {
     // plus arm E's prefetch horizon; `collapse` also reserves the chunk MADV_COLLAPSE's
     // transient huge page occupies.
     const uint64_t depth = cfg_.arm == Arm::PagerPrefetch ? cfg_.prefetch_depth : 0;
-    huge_reserve_ = cfg_.huge == HugeChunks::Collapse ? 1 : 0;
+    huge_reserve_ = huge_mode(cfg_) == HugeChunks::Collapse ? 1 : 0;
     min_chunks_ = static_cast<uint64_t>(Pager::kPinsPerThread) * cfg_.threads + 2 + depth;
     const uint64_t min_bytes = (min_chunks_ + huge_reserve_) * cfg_.chunk_size + own;
     if (*cfg_.budget_bytes < own)
@@ -860,7 +867,7 @@ int Run::execute() {
     pc.watchdog_s = cfg_.watchdog_s;
     pc.step_chunks = steps_;
     pc.max_pins = cfg_.threads;
-    pc.huge = cfg_.huge;
+    pc.huge = huge_mode(cfg_);
     pager_ = std::make_unique<Pager>(std::move(source), make_sequence_policy(*policy_kind_, m_.chunks, steps_), pc,
                                      &trace_);
   } else if (cfg_.budget_bytes) {

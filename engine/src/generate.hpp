@@ -28,7 +28,9 @@ struct GenerateConfig {
   bool eager_reconcile = false;
   double watchdog_s = 120;
   bool calibrate = false;
-  HugeChunks huge = HugeChunks::Off;  // how filled chunks are backed (pager.hpp)
+  // How filled chunks are backed (pager.hpp); unset: `move` when the chunk size is a
+  // multiple of 2 MiB, else `off` (huge_mode() in generate.cpp).
+  std::optional<HugeChunks> huge;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
 
   // generate
   resid::GenerateConfig gc;
-  std::string g_arm, g_source = "direct", g_huge = "off";
+  std::string g_arm, g_source = "direct", g_huge;
   uint64_t g_budget = 0;
   auto* gen = app.add_subcommand("generate", "greedy decoding with llama.cpp through the kernel mapping or the pager");
   auto* g_model_opt = gen->add_option("--model", gc.model, "the GGUF (required)");
@@ -136,9 +136,9 @@ int main(int argc, char** argv) {
       ->check(kPositiveSeconds)
       ->capture_default_str();
   gen->add_flag("--calibrate", gc.calibrate, "load the model and create the context, generate nothing");
-  gen->add_option("--huge-chunks", g_huge, "off | move | collapse: how filled chunks are backed (huge pages)")
-      ->check(CLI::IsMember({"off", "move", "collapse"}))
-      ->capture_default_str();
+  gen->add_option("--huge-chunks", g_huge,
+                  "off | move | collapse: how filled chunks are backed (default: move with 2 MiB-multiple chunks, else off)")
+      ->check(CLI::IsMember({"off", "move", "collapse"}));
 
   // stream
   auto stream_cli = resid::add_stream_subcommand(app);
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       if (auto m = missing({g_model_opt, g_out_opt, g_arm_opt, g_prompt_opt}); !m.empty()) return input_error(m);
       gc.arm = *resid::parse_arm(g_arm);
       gc.source = *resid::parse_source_engine(g_source);
-      gc.huge = *resid::parse_huge_chunks(g_huge);
+      if (!g_huge.empty()) gc.huge = *resid::parse_huge_chunks(g_huge);
       if (g_budget_opt->count() > 0) gc.budget_bytes = g_budget;
       return resid::run_generate(gc);
     }

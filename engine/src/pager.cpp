@@ -121,6 +121,17 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   registered_bytes_ = (file_bytes_ + page_ - 1) / page_ * page_;
   mapped_bytes_ = n * cfg_.chunk_size;
 
+  if (cfg_.huge == HugeChunks::Move) {
+    // A read fault on the THP-enabled region takes the huge zero page branch and reaches the
+    // pager without allocating; with use_zero_page off it would allocate (and charge) a huge
+    // page, then free it, before the pager is even asked: outside the budget.
+    std::ifstream z("/sys/kernel/mm/transparent_hugepage/use_zero_page");
+    int v = -1;
+    if (!(z >> v) || v != 1)
+      throw InputError("--huge-chunks move needs /sys/kernel/mm/transparent_hugepage/use_zero_page = 1 (a read "
+                       "fault would otherwise allocate a huge page outside the budget before reaching the pager); use "
+                       "--huge-chunks off");
+  }
   if (cfg_.huge != HugeChunks::Off && cfg_.chunk_size % kHugePage != 0)
     throw InputError(std::string("--huge-chunks ") + to_string(cfg_.huge) + " needs a chunk size that is a multiple of " +
                      std::to_string(kHugePage) + " bytes (got " + std::to_string(cfg_.chunk_size) + ")");
@@ -134,10 +145,9 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   if (int e = uffd_.api(want); e != 0) {
     if (cfg_.huge == HugeChunks::Move)
       throw InputError("userfaultfd API handshake failed (" + errno_name(e) +
-                       "): --huge-chunks move needs UFFD_FEATURE_MOVE (Linux >= 6.8)");
+                       "): --huge-chunks move needs UFFD_FEATURE_MOVE (Linux >= 6.8); use --huge-chunks off");
     throw InputError("userfaultfd API handshake failed (" + errno_name(e) + ")");
   }
-  thread_ids_ = true;
 
   evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (evfd_ < 0) throw InputError("eventfd failed (" + errno_name(errno) + ")");
@@ -161,12 +171,19 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
     if (end > aligned + mapped_bytes_) ::munmap(reinterpret_cast<void*>(aligned + mapped_bytes_), end - aligned - mapped_bytes_);
     base_ = reinterpret_cast<std::byte*>(aligned);
   }
-  // No fault ever allocates a huge page here (every fault goes to the pager) and khugepaged
-  // must not collapse behind the budget's back: MADV_NOHUGEPAGE, except in `collapse` mode,
-  // where MADV_COLLAPSE (refused on a VM_NOHUGEPAGE mapping) is the pager's own decision
-  // (neither flag: khugepaged still leaves the region alone unless THP is `always`).
-  // `move` installs the window's huge page whatever the region's flag.
-  if (cfg_.huge != HugeChunks::Collapse) ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
+  // `off`: 4 KiB pages only (MADV_NOHUGEPAGE): khugepaged must not collapse behind the
+  // budget's back. `collapse`: neither flag, since MADV_COLLAPSE is refused on a
+  // VM_NOHUGEPAGE mapping and MADV_HUGEPAGE would invite khugepaged (with THP `madvise`,
+  // khugepaged then leaves the region alone; with THP `always` it may collapse too).
+  // `move`: MADV_HUGEPAGE, because UFFDIO_MOVE moves a huge page whole only into an empty
+  // PMD: a read fault on a THP-enabled anonymous mapping reaches the pager through the
+  // huge-page path (the huge zero page branch) without allocating a page table, whereas
+  // with NOHUGEPAGE the fault path allocates the PTE table first and the move then splits
+  // the window's huge page into 4 KiB pages. khugepaged cannot collapse a chunk with an
+  // absent page (userfaultfd-armed), so it only ever sees chunks that are already huge or
+  // copied whole (a move that fell back to COPY).
+  if (cfg_.huge == HugeChunks::Off) ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
+  if (cfg_.huge == HugeChunks::Move) ::madvise(base_, mapped_bytes_, MADV_HUGEPAGE);
   // Beyond the file's last page there is no data: an access there is a bug, make it fault.
   if (mapped_bytes_ > registered_bytes_)
     ::mprotect(base_ + registered_bytes_, mapped_bytes_ - registered_bytes_, PROT_NONE);
@@ -189,7 +206,8 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   if (cfg_.huge == HugeChunks::Move && !(reg.ioctls & (1ULL << _UFFDIO_MOVE))) {
     ::munmap(base_, mapped_bytes_);
     ::close(evfd_);
-    throw InputError("userfaultfd region does not support UFFDIO_MOVE (--huge-chunks move needs Linux >= 6.8)");
+    throw InputError("userfaultfd region does not support UFFDIO_MOVE (--huge-chunks move needs Linux >= 6.8); use "
+                     "--huge-chunks off");
   }
   state_.assign(chunks_, State::Absent);
   consumers_.assign(chunks_, 0);
@@ -305,10 +323,6 @@ void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }
 
 void Pager::set_step_oversize(bool oversize) {
   std::lock_guard lk(mu_);
-  if (oversize == oversize_) {
-    clear_pins_locked();
-    return;
-  }
   set_mode_locked(oversize);
   if (oversize) ++st_.oversize_steps;
 }
@@ -632,7 +646,7 @@ void Pager::read_messages() {
           ++st_.faults_handled;
           const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
           if (oversize_ && addr >= b && addr < b + registered_bytes_)
-            pin_locked(thread_ids_ ? m.arg.pagefault.feat.ptid : 0, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
+            pin_locked(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
         }
         pending_.push_back({addr, t});
       } else if (m.event == UFFD_EVENT_UNMAP) {

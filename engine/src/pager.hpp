@@ -241,7 +241,6 @@ class Pager {
   std::vector<uint16_t> pins_;                                // per chunk: threads pinning it
   std::vector<std::pair<uint32_t, ChunkId>> thread_pins_;      // (tid, chunk), oldest first
   bool oversize_ = false;
-  bool thread_ids_ = false;  // UFFD_FEATURE_THREAD_ID granted
   std::vector<int64_t> last_demand_step_;
   std::vector<uint64_t> fills_;
   std::vector<uint8_t> page_unmapped_;

@@ -23,7 +23,9 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "gguf.h"
 #include "llama_adapter.hpp"
+#include "pager.hpp"
 #include "model_objects.hpp"
 #include "test_util.hpp"
 
@@ -86,9 +88,66 @@ std::vector<Rec> read_trace(const std::string& path, uint64_t* chunk_size, uint6
   return out;
 }
 
-Manifest manifest_of(const std::string& model) {
+Manifest manifest_of(const std::string& model, uint64_t chunk = kChunk) {
   const GgufSummary g = read_gguf(model);
-  return build_manifest(g.tensors, g.file_bytes, g.data_offset, kChunk);
+  return build_manifest(g.tensors, g.file_bytes, g.data_offset, chunk);
+}
+
+// token_embd.weight's file offset and row size (its type and shape, from the GGUF's tensor
+// table through gguf/ggml directly, independently of the adapter).
+std::pair<uint64_t, uint64_t> embd_offset_and_row(const std::string& model) {
+  ggml_context* meta = nullptr;
+  gguf_init_params p{};
+  p.no_alloc = true;
+  p.ctx = &meta;
+  gguf_context* g = gguf_init_from_file(model.c_str(), p);
+  if (!g) return {0, 0};
+  const int64_t id = gguf_find_tensor(g, "token_embd.weight");
+  const uint64_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, id);
+  const ggml_tensor* t = ggml_get_tensor(meta, "token_embd.weight");
+  const uint64_t row = ggml_row_size(t->type, t->ne[0]);
+  gguf_free(g);
+  ggml_free(meta);
+  return {off, row};
+}
+
+// The chunks holding the rows of `ids` (computed here, not with the adapter's helper).
+std::vector<uint32_t> rows_chunks(const std::vector<int>& ids, uint64_t off, uint64_t row, uint64_t chunk) {
+  std::set<uint32_t> cs;
+  for (int id : ids) {
+    const uint64_t b = off + static_cast<uint64_t>(id) * row;
+    for (uint64_t c = b / chunk; c <= (b + row - 1) / chunk; ++c) cs.insert(static_cast<uint32_t>(c));
+  }
+  return {cs.begin(), cs.end()};
+}
+
+// Every access record of the trace by step; the embd steps (step % S == 0) must list exactly
+// the chunks of the rows of the pass's batch tokens (the prompt in pass 0, then the token
+// decoded by the previous pass), every other step its object's chunks.
+void expect_embd_accesses_are_the_batch_rows(const std::map<uint32_t, std::vector<uint32_t>>& acc, const Manifest& m,
+                                             const nlohmann::json& tokens_json, const std::string& model,
+                                             const std::string& what) {
+  const auto [off, row] = embd_offset_and_row(model);
+  ASSERT_GT(row, 0u);
+  const uint64_t S = m.objects.size();
+  const auto prompt = tokens_json["prompt_tokens"].get<std::vector<int>>();
+  const auto toks = tokens_json["tokens"].get<std::vector<int>>();
+  uint64_t embd_steps = 0;
+  for (const auto& [step, chunks] : acc) {
+    const uint64_t pass = step / S;
+    if (step % S != 0) {
+      EXPECT_EQ(chunks, m.objects[step % S].chunks) << what << " step " << step;
+      continue;
+    }
+    ++embd_steps;
+    const std::vector<int> batch = pass == 0 ? prompt : std::vector<int>{toks.at(pass - 1)};
+    EXPECT_EQ(chunks, rows_chunks(batch, off, row, m.chunk_size)) << what << " embd step of pass " << pass;
+    // A decode pass reads one row: at most two chunks, far fewer than the whole embedding.
+    if (pass > 0) {
+      EXPECT_LE(chunks.size(), 2u) << what;
+    }
+  }
+  EXPECT_EQ(embd_steps, toks.size()) << what;
 }
 
 }  // namespace
@@ -217,7 +276,22 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
   auto ask = [&](ggml_tensor* t) { return EvalObserver::callback(t, true, &obs); };
   auto done = [&](ggml_tensor* t) { EXPECT_TRUE(EvalObserver::callback(t, false, &obs)); };
 
-  EXPECT_FALSE(ask(node("embd", weight(0))));
+  // embd = GET_ROWS(token_embd viewed as 128 rows of 16 floats = 64 bytes, token ids): the
+  // rows the ids select are what the step reads. token_embd is at file offset 4096, chunks
+  // are 4096 bytes: rows 0 and 5 lie in chunk 1, row 127 ([12224, 12288)) in chunk 2.
+  ggml_tensor* emb = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 16, 128);
+  ggml_set_name(emb, "token_embd.weight");
+  emb->data = mapping.data() + m.tensors[0].offset;
+  emb->buffer = wbuf;
+  int32_t ids_v[3] = {127, 0, 5};
+  ggml_tensor* ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3);
+  ids->data = ids_v;
+  ggml_tensor* embd = ggml_get_rows(ctx, emb, ids);
+  ggml_set_name(embd, "embd");
+  EXPECT_FALSE(ask(embd));
+  ASSERT_TRUE(rec.embd_rows.has_value());
+  EXPECT_EQ(*rec.embd_rows, (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(obs.stats().embd_rows_read, 1u);
   ggml_tensor* n0 = node("norm-0");
   EXPECT_TRUE(ask(n0));
   done(n0);
@@ -243,10 +317,16 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
   obs.end_pass();
   EXPECT_EQ(obs.current(), -1);
   EXPECT_EQ(rec.events, (std::vector<std::string>{"pass", "enter 1", "enter 2", "routes 1: 3 1 0 2", "enter 3"}));
+  rec.events.clear();
+  // A pass whose embd node cannot be read (no ids): the whole object, and counted.
+  EXPECT_FALSE(ask(node("embd", weight(0))));
+  EXPECT_FALSE(rec.embd_rows.has_value());
+  obs.end_pass();
   const auto& st = obs.stats();
-  EXPECT_EQ(st.weight_reads, 7u);
+  EXPECT_EQ(st.embd_rows_unread, 1u);
+  EXPECT_EQ(st.weight_reads, 8u);
   EXPECT_EQ(st.outside_reads, 0u);
-  EXPECT_EQ(st.boundaries, 4u);
+  EXPECT_EQ(st.boundaries, 5u);
   ggml_backend_buffer_free(kvbuf);
   ggml_backend_buffer_free(wbuf);
   ggml_free(ctx);
@@ -262,7 +342,8 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
   const uint32_t depth = 2;
   // Window (one chunk) + page tables (one PTE and one PMD page) paid from the budget.
   const uint64_t own = kChunk + 2 * 4096;
-  const uint64_t budget_chunks = max_step + depth;
+  // The largest object held whole (no oversize step), and at least the hard minimum.
+  const uint64_t budget_chunks = std::max<uint64_t>(max_step + depth, Pager::kPinsPerThread * 2 + 2 + depth);
   ASSERT_LT(budget_chunks, m.chunks) << "the test model is too small to page";
   const uint64_t budget = budget_chunks * kChunk + own;
   const uint32_t tokens = 6;
@@ -357,12 +438,14 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     }
     EXPECT_EQ(misses, c["misses"].get<uint64_t>());
     ASSERT_EQ(acc.size(), tokens * S) << arm;
-    for (const auto& [step, chunks] : acc) EXPECT_EQ(chunks, m.objects[step % S].chunks) << arm << " step " << step;
     const auto objs = load_json(out + "/objects.json");
     EXPECT_EQ(objs["objects"].size(), S);
     EXPECT_EQ(objs["objects"][0]["name"], "embd");
 
     const auto tj = load_json(out + "/tokens.json");
+    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, arm);
+    EXPECT_EQ(sa["embd_rows_read"], tokens) << arm;
+    EXPECT_EQ(sa["embd_rows_unread"], 0) << arm;
     EXPECT_EQ(tj["tokens"].size(), tokens);
     EXPECT_FALSE(tj["prompt_tokens"].empty());
     tokens_of[arm] = tj["tokens"].dump();
@@ -394,6 +477,90 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::Values(std::string("dense"), std::string("moe")));
 
+// Budgets below the largest object: the oversize steps run with per-thread pins and the
+// policies' in-step rules; every arm must still be byte-identical to the kernel mapping,
+// keep its books with the kernel's (eager reconcile), stay inside the budget and finish
+// (the watchdog would fail a livelock). 16 KiB chunks make every layer object oversize.
+class TightBudget : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TightBudget, EveryArmIsExactBelowTheLargestObject) {
+  MODEL_OR_SKIP(model, GetParam());
+  test::TempDir dir;
+  constexpr uint64_t chunk = 16 << 10;
+  const Manifest m = manifest_of(model, chunk);
+  const uint32_t threads = 2, depth = 2;
+  const uint64_t own = chunk + Pager::page_table_reserve(static_cast<uint64_t>(m.chunks) * chunk);
+  const uint64_t min_d = Pager::kPinsPerThread * threads + 2;
+  const uint64_t min_e = min_d + depth;
+  ASSERT_GT(m.max_step_chunks(), min_e + 1) << "the test model's largest object must exceed the budgets";
+  const uint32_t tokens = 6;
+  std::string oracle_tokens, oracle_logits;
+  struct Cell {
+    std::string arm;
+    uint64_t budget_chunks;
+  };
+  std::vector<Cell> cells = {{"kernel-mmap", 0},         {"pager-lru", min_e},      {"pager-declared", min_e},
+                             {"pager-declared", min_d},  {"pager-prefetch", min_e}, {"pager-zero", min_d},
+                             {"pager-lru", min_d}};
+  for (const auto& cell : cells) {
+    if (cell.arm != "kernel-mmap") {
+      if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+    }
+    const std::string what = cell.arm + "@" + std::to_string(cell.budget_chunks);
+    const std::string out = dir.file("run-" + cell.arm + "-" + std::to_string(cell.budget_chunks));
+    std::vector<std::string> args = {"generate", "--model", model, "--out", out, "--arm", cell.arm, "--prompt",
+                                     "the quick brown fox jumps", "--tokens", std::to_string(tokens), "--threads",
+                                     std::to_string(threads), "--ctx", "64", "--chunk-size", std::to_string(chunk),
+                                     "--watchdog-s", "60", "--eager-reconcile"};
+    if (cell.arm != "kernel-mmap")
+      args.insert(args.end(), {"--budget-bytes", std::to_string(cell.budget_chunks * chunk + own), "--prefetch-depth",
+                               std::to_string(depth)});
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("stderr.txt"));
+    ASSERT_EQ(r.status, 0) << what << ": " << r.err;
+    const auto j = load_json(out + "/run.json");
+    ASSERT_EQ(j["status"], "ok") << what;
+    const auto& c = j["counters"];
+    EXPECT_EQ(c["steps"], tokens * m.objects.size()) << what;
+    EXPECT_EQ(c["reconcile_mismatches"], 0) << what;
+    EXPECT_EQ(j["signal_audit"]["foreign_reads"], 0) << what;
+    EXPECT_TRUE(j["signal_audit"]["zero_signal_chunks"].empty()) << what;
+    if (cell.arm != "kernel-mmap") {
+      EXPECT_EQ(j["budget"]["budget_chunks"], cell.budget_chunks) << what;
+      EXPECT_LE(c["max_resident_chunks"].get<uint64_t>(), cell.budget_chunks) << what;
+      EXPECT_GT(c["reconcile_checks"].get<uint64_t>(), 0u) << what;
+      EXPECT_GT(c["oversize_steps"].get<uint64_t>(), 0u) << what;
+      EXPECT_FALSE(j["budget"]["oversize_objects"].empty()) << what;
+      EXPECT_LE(c["max_pins"].get<uint64_t>(), Pager::kPinsPerThread * threads) << what;
+    }
+    // Trace: the embd steps read the batch rows; a miss is a demand fill in that step.
+    uint64_t cs = 0, nchunks = 0;
+    const auto recs = read_trace(out + "/trace.bin", &cs, &nchunks);
+    std::map<uint32_t, std::vector<uint32_t>> acc;
+    std::map<uint32_t, std::set<uint32_t>> fills;
+    for (const auto& rec : recs)
+      if (rec.kind == 2) fills[rec.step].insert(rec.chunk);
+    for (const auto& rec : recs) {
+      if (rec.kind != 1) continue;
+      acc[rec.step].push_back(rec.chunk);
+      if (cell.arm != "kernel-mmap") {
+        EXPECT_EQ((rec.flags & 1) != 0, fills[rec.step].count(rec.chunk) != 0) << what << " step " << rec.step;
+      }
+    }
+    const auto tj = load_json(out + "/tokens.json");
+    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, what);
+    const std::string logits = test::slurp(out + "/logits.f32");
+    if (cell.arm == "kernel-mmap") {
+      oracle_tokens = tj["tokens"].dump();
+      oracle_logits = logits;
+    } else {
+      EXPECT_EQ(tj["tokens"].dump(), oracle_tokens) << what;
+      EXPECT_TRUE(logits == oracle_logits) << what << ": logits differ from kernel-mmap";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TightBudget, ::testing::Values(std::string("dense"), std::string("moe")));
+
 TEST(GenerateInput, TruncatedModelExitsTwoWithOneLine) {
   MODEL_OR_SKIP(model, "dense");
   test::TempDir dir;
@@ -418,7 +585,7 @@ TEST(GenerateInput, TruncatedModelExitsTwoWithOneLine) {
   }
 }
 
-TEST(GenerateInput, BudgetBelowTheLargestObjectNamesTheSmallestAccepted) {
+TEST(GenerateInput, BudgetBelowTheMinimumNamesTheSmallestAccepted) {
   MODEL_OR_SKIP(model, "dense");
   if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
   test::TempDir dir;
@@ -430,8 +597,20 @@ TEST(GenerateInput, BudgetBelowTheLargestObjectNamesTheSmallestAccepted) {
                                      dir.file("err.txt"));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("--budget-bytes >= "), std::string::npos) << r.err;
+  const size_t at = r.err.find("--budget-bytes >= ");
+  ASSERT_NE(at, std::string::npos) << r.err;
   EXPECT_FALSE(exists(out));
+  // The smallest accepted budget is accepted (and runs: every step oversize or not), one
+  // byte less is not.
+  const uint64_t smallest = std::stoull(r.err.substr(at + 18));
+  for (uint64_t b : {smallest - 1, smallest}) {
+    const auto rb = test::spawn_capture(RESIDCTL_PATH,
+                                        {"generate", "--model", model, "--out", out, "--arm", "pager-declared",
+                                         "--prompt", "hi", "--tokens", "2", "--chunk-size", std::to_string(kChunk),
+                                         "--budget-bytes", std::to_string(b)},
+                                        dir.file("err.txt"));
+    EXPECT_EQ(rb.status, b < smallest ? 2 : 0) << b << ": " << rb.err;
+  }
   const auto r2 = test::spawn_capture(RESIDCTL_PATH, {"generate", "--model", model, "--out", out, "--arm", "pager-lru",
                                                       "--prompt", "hi"},
                                       dir.file("err.txt"));
@@ -467,7 +646,7 @@ TEST(GenerateFailure, HeldFaultsEndAsAFailedRunNotAHang) {
   if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
   test::TempDir dir;
   const Manifest m = manifest_of(model);
-  const uint64_t budget = (m.max_step_chunks() + 1) * kChunk + kChunk + 2 * 4096;
+  const uint64_t budget = std::max<uint64_t>(m.max_step_chunks() + 1, 2 * Pager::kPinsPerThread + 2) * kChunk + kChunk + 2 * 4096;
   const std::string out = dir.file("held");
   ::setenv("RESIDCTL_FAULT_HOLD_AT_PASS", "2", 1);
   const auto t0 = std::chrono::steady_clock::now();

@@ -382,3 +382,95 @@ TEST(StartupAudit, AChunkWithNoSignalFailsTheRunNamingIt) {
     EXPECT_EQ(a.count(2), 1u);
   }
 }
+
+TEST(SequencePolicy, InAnOversizeStepTheEarliestFilledChunkOfTheStepGoesFirst) {
+  // Pass: {0} {1,2} {3,4,5,6,7,8} (an oversize step: six chunks) {9}.
+  SequenceDeclaredPolicy p(12, {{0}, {1, 2}, {3, 4, 5, 6, 7, 8}, {9}}, false);
+  auto all = [](ChunkId) { return true; };
+  p.on_signal(0);  // step 1 current
+  p.on_fill(1);
+  p.on_fill(2);
+  p.on_signal(1);  // step 2 current
+  p.on_step_mode(true);
+  // Chunk 3 was resident before the step (filled in step 1's time, e.g. a prefetch): not
+  // known to be passed. The threads walk the rows forward: 4, 5, 6 are filled in order.
+  p.on_fill(4);
+  p.on_fill(5);
+  p.on_fill(6);
+  std::vector<ChunkId> res = {0, 1, 2, 3, 4, 5, 6, 11};
+  // The chunk of this step filled earliest in it, ahead of anything farther in the order
+  // (11 is never used, 0 and 1 are needed in the next pass).
+  EXPECT_EQ(p.choose_victim(res, all), 4u);
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId c) { return c != 4; }), 5u);  // 4 pinned/held
+  // Chunk 4 refilled (a thread went back to it): it is now the most recent fill.
+  p.on_fill(4);
+  EXPECT_EQ(p.choose_victim(res, all), 5u);
+  // No chunk of the step filled in it is evictable: the farthest next use, as always.
+  auto not_filled_here = [](ChunkId c) { return c != 4 && c != 5 && c != 6; };
+  EXPECT_EQ(p.choose_victim(res, not_filled_here), 11u);
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId c) { return c < 4; }), 2u);  // 3 is next-used in this step
+  // The rule is for oversize steps only: a step that fits keeps the declared order.
+  p.on_step_mode(false);
+  EXPECT_EQ(p.choose_victim(res, all), 11u);
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId c) { return c != 11; }), 2u);
+  // In the next step the previous step's fills are just chunks with a next use: step 3
+  // current, chunk 6 is the farthest (the last of step 2 in the next pass), 4 (refilled
+  // last) is not preferred any more.
+  p.on_signal(2);
+  p.on_step_mode(true);
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId c) { return c != 11; }), 6u);
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId c) { return c != 11 && c != 6; }), 5u);
+  // Prefetch-side queries are unchanged by the mode.
+  EXPECT_EQ(p.next_use(9), 0u);
+}
+
+TEST(SequencePolicy, InStepRuleNeverPicksAnUnevictableOrForeignChunk) {
+  // Random oversize walks: the victim is always evictable and resident; when an evictable
+  // chunk of the current step was filled in it, the victim is one of those (the earliest).
+  std::mt19937 rng(5);
+  for (int round = 0; round < 200; ++round) {
+    const uint32_t n = 20;
+    std::vector<std::vector<ChunkId>> steps = {{0, 1}, {2, 3, 4, 5, 6, 7, 8, 9}, {10, 11}, {12, 13, 14, 15, 16, 17}};
+    SequenceDeclaredPolicy p(n, steps, false);
+    p.on_signal(rng() % 4);
+    const uint64_t cur = *p.cursor() + 1;
+    p.on_step_mode(true);
+    const auto& cs = steps[cur % 4];
+    std::vector<uint64_t> when(n, 0);
+    uint64_t t = 0;
+    std::vector<ChunkId> res;
+    for (ChunkId c = 0; c < n; ++c)
+      if (rng() % 2) res.push_back(c);
+    for (ChunkId c : cs)
+      if (rng() % 2) {
+        p.on_fill(c);
+        when[c] = ++t;
+      }
+    std::vector<uint8_t> ok(n);
+    for (auto& o : ok) o = rng() % 3 != 0;
+    auto ev = [&](ChunkId c) { return ok[c] != 0; };
+    const auto v = p.choose_victim(res, ev);
+    std::optional<ChunkId> want;
+    for (ChunkId c : res)
+      if (ok[c] && when[c] && (!want || when[c] < when[*want])) want = c;
+    if (want) {
+      EXPECT_EQ(v, want);
+    } else if (v) {
+      EXPECT_TRUE(ok[*v]);
+      EXPECT_NE(std::find(res.begin(), res.end(), *v), res.end());
+    }
+  }
+}
+
+TEST(RowChunks, TheChunksOfTheSelectedRows) {
+  // A tensor at offset 1000 with 100-byte rows, 4096-byte chunks: row r is
+  // [1000 + 100 r, 1100 + 100 r).
+  const uint64_t off = 1000, rb = 100, bytes = 100 * rb;
+  EXPECT_EQ(row_chunks(off, bytes, rb, {0}, 4096), (std::vector<ChunkId>{0}));
+  EXPECT_EQ(row_chunks(off, bytes, rb, {30}, 4096), (std::vector<ChunkId>{0, 1}));  // [4000, 4100) straddles
+  EXPECT_EQ(row_chunks(off, bytes, rb, {31, 99, 31, 70}, 4096), (std::vector<ChunkId>{1, 2}));
+  EXPECT_EQ(row_chunks(off, bytes, rb, {}, 4096), (std::vector<ChunkId>{}));
+  EXPECT_FALSE(row_chunks(off, bytes, rb, {100}, 4096).has_value());  // past the tensor
+  EXPECT_FALSE(row_chunks(off, bytes, rb, {-1}, 4096).has_value());
+  EXPECT_FALSE(row_chunks(off, bytes, 0, {1}, 4096).has_value());
+}

@@ -1,6 +1,9 @@
 // The T-suite: the real Pager on a real temp file, eager reconcile on, and at the end of
 // every test the pager's books agree with the kernel (reconcile_mismatches == 0).
 // Small chunks (64 KiB) and small files keep the whole suite to seconds.
+// RESID_TSUITE_HUGE=move|collapse runs the same suite with 2 MiB chunks published as huge
+// pages in that mode (PagerConfig::huge; ctest runs it as tsuite_huge_move); the tests
+// that need a particular mode or chunk size set their own.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -8,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <filesystem>
 #include <barrier>
@@ -18,7 +23,9 @@
 
 #include "pager.hpp"
 #include "pattern.hpp"
+#include "errors.hpp"
 #include "policy.hpp"
+#include "policy_declared_sequence.hpp"
 #include "source.hpp"
 #include "test_util.hpp"
 #include "trace.hpp"
@@ -32,13 +39,40 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr uint64_t kChunk = 64 << 10;
+HugeChunks huge_mode_from_env() {
+  const char* v = std::getenv("RESID_TSUITE_HUGE");
+  return v && *v ? parse_huge_chunks(v).value_or(HugeChunks::Off) : HugeChunks::Off;
+}
+const HugeChunks kHugeMode = huge_mode_from_env();
+const uint64_t kChunk = kHugeMode == HugeChunks::Off ? 64 << 10 : 2 << 20;
+
+// Why the huge mode cannot run here (the kernel lacks UFFDIO_MOVE, ...), or nullopt.
+std::optional<std::string> huge_mode_unavailable() {
+  if (kHugeMode == HugeChunks::Off) return std::nullopt;
+  static const std::optional<std::string> why = []() -> std::optional<std::string> {
+    test::TempDir dir;
+    const std::string path = dir.file("probe.bin");
+    test::write_pattern_file(path, kChunk, 1);
+    PagerConfig cfg;
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = 1;
+    cfg.huge = kHugeMode;
+    try {
+      Pager p(open_source(SourceEngine::Buffered, path, kChunk), make_policy(PolicyKind::Lru, 1), cfg);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::nullopt;
+  }();
+  return why;
+}
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kSeed = 11;
 
 #define SKIP_WITHOUT_UFFD()                                              \
   do {                                                                   \
     if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;       \
+    if (auto why = huge_mode_unavailable()) GTEST_SKIP() << *why;        \
   } while (0)
 
 struct Rig {
@@ -58,6 +92,7 @@ struct Rig {
     cfg.prefetch_depth = prefetch_depth;
     cfg.eager_reconcile = true;
     cfg.watchdog_s = watchdog_s;
+    cfg.huge = kHugeMode;
     const uint32_t chunks = static_cast<uint32_t>((file_bytes + kChunk - 1) / kChunk);
     pager = std::make_unique<Pager>(open_source(engine, path, kChunk), make_policy(kind, chunks), cfg, &trace);
     pager->start();
@@ -79,6 +114,13 @@ struct Rig {
     EXPECT_GT(st.reconcile_checks, 0u);
     EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
     EXPECT_FALSE(pager->failed()) << pager->error();
+    if (kHugeMode == HugeChunks::Move && st.demand_fills + st.prefetch_fills > 1) {
+      EXPECT_GT(st.move_fills, 0u) << "no chunk was published by UFFDIO_MOVE";
+      EXPECT_EQ(st.move_fallbacks, 0u) << "first errno " << st.move_first_errno;
+    }
+    if (kHugeMode == HugeChunks::Collapse && st.demand_fills + st.prefetch_fills > 1) {
+      EXPECT_GT(st.collapses, 0u) << "no chunk was collapsed";
+    }
   }
 };
 
@@ -446,6 +488,7 @@ TEST(TSuite, Watchdog_StalledSource) {
   cfg.budget_chunks = 4;
   cfg.eager_reconcile = true;
   cfg.watchdog_s = 0.2;
+  cfg.huge = kHugeMode;
   Pager pager(std::make_unique<StallingSource>(open_source(SourceEngine::Direct, path, kChunk), stall),
               make_policy(PolicyKind::Declared, 4), cfg);
   pager.start();
@@ -500,3 +543,131 @@ TEST(TSuite, RejectedReadFailsThePager) {
   ASSERT_TRUE(WIFEXITED(status)) << "child died with signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
+
+// Oversize steps: a step whose chunks exceed the budget runs without consumers; the pager
+// pins, per faulting thread, its last two chunks. Two threads each walk their half of the
+// step forward, alternating between two neighbouring chunks the way a matrix-product tile
+// straddling a chunk boundary does: every byte is exact, no chunk is refilled within the
+// step (the pins hold each thread's pair), the budget holds, and the pins go at the step
+// change. At the hard minimum of the progress argument (2 pins x 2 threads + 1) it finishes.
+TEST(TSuite, Oversize_PerThreadPinsWalkAStepLargerThanTheBudget) {
+  SKIP_WITHOUT_UFFD();
+  constexpr uint32_t kChunks = 24;
+  for (uint64_t budget : {6u, 5u}) {
+    test::TempDir dir;
+    const std::string path = dir.file("region.bin");
+    test::write_pattern_file(path, kChunks * kChunk, kSeed);
+    std::vector<ChunkId> all(kChunks);
+    for (ChunkId c = 0; c < kChunks; ++c) all[c] = c;
+    PagerConfig cfg;
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = budget;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = 20;
+    cfg.step_chunks = {all, {0}};
+    cfg.max_pins = 2;
+    cfg.huge = kHugeMode;
+    Trace trace(4096);
+    Pager pager(open_source(SourceEngine::Direct, path, kChunk),
+                make_sequence_policy(PolicyKind::Declared, kChunks, cfg.step_chunks), cfg, &trace);
+    pager.start();
+    pager.step_boundary(std::nullopt, 0, true);
+    std::atomic<uint64_t> bad{0};
+    auto walk = [&](ChunkId from, ChunkId to) {
+      for (ChunkId c = from; c + 1 < to; ++c)
+        for (int k = 0; k < 8; ++k)
+          for (ChunkId x : {c, static_cast<ChunkId>(c + 1)}) {
+            const uint64_t off = x * kChunk + static_cast<uint64_t>(k) * kPage;
+            bad += verify_pattern(pager.base() + off, off, kPage, kSeed).bad_words;
+          }
+    };
+    std::thread a(walk, 0, kChunks / 2), b(walk, kChunks / 2, kChunks);
+    a.join();
+    b.join();
+    EXPECT_EQ(bad.load(), 0u);
+    const PagerStats st = pager.stats();
+    EXPECT_FALSE(pager.failed()) << pager.error();
+    EXPECT_EQ(st.oversize_steps, 1u);
+    EXPECT_EQ(st.in_step_refills, 0u) << "budget " << budget;
+    EXPECT_EQ(st.demand_fills, kChunks);
+    EXPECT_LE(st.max_resident_chunks, budget);
+    EXPECT_LE(st.max_pins, 4u);
+    EXPECT_FALSE(pager.pinned_set().empty());
+    pager.step_boundary(0, 1, false);  // the step is consumed: the pins go
+    EXPECT_TRUE(pager.pinned_set().empty());
+    EXPECT_EQ(pager.reconcile_now(), 0u) << pager.first_mismatch();
+    EXPECT_EQ(st.reconcile_mismatches, 0u) << pager.first_mismatch();
+    pager.shutdown();
+  }
+}
+
+// Huge chunks (2 MiB chunks): `move` publishes whole chunks with UFFDIO_MOVE from the window
+// (the tail chunk, shorter, is copied), `collapse` copies then MADV_COLLAPSEs. Either way the
+// bytes are exact, the books agree with mincore after every fill and eviction (a huge page
+// is present or absent as a whole), an eviction frees the whole chunk (no huge page of the
+// region survives beyond the resident chunks) and the budget holds.
+class TSuiteHuge : public ::testing::TestWithParam<HugeChunks> {};
+
+TEST_P(TSuiteHuge, HugeChunksAreExactAccountedAndEvictedWhole) {
+  SKIP_WITHOUT_UFFD();
+  constexpr uint64_t kHuge = 2u << 20;
+  constexpr uint32_t kChunks = 7;
+  constexpr uint64_t kBudget = 3;
+  const uint64_t bytes = (kChunks - 1) * kHuge + 5 * kPage;  // a short tail chunk
+  for (SourceEngine engine : {SourceEngine::Direct, SourceEngine::Buffered}) {
+    test::TempDir dir;
+    const std::string path = dir.file("region.bin");
+    test::write_pattern_file(path, bytes, kSeed);
+    PagerConfig cfg;
+    cfg.chunk_size = kHuge;
+    cfg.budget_chunks = kBudget;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = 20;
+    cfg.huge = GetParam();
+    Trace trace(4096);
+    std::unique_ptr<Pager> pager;
+    try {
+      pager = std::make_unique<Pager>(open_source(engine, path, kHuge), make_policy(PolicyKind::Lru, kChunks), cfg,
+                                      &trace);
+    } catch (const InputError& e) {
+      GTEST_SKIP() << e.what();
+    }
+    pager->start();
+    uint64_t bad = 0, max_huge = 0;
+    for (int pass = 0; pass < 3; ++pass)
+      for (ChunkId c = 0; c < kChunks; ++c) {
+        pager->enter(c);
+        const uint64_t off = c * kHuge;
+        bad += verify_pattern(pager->base() + off, off, pager->chunk_length(c), kSeed).bad_words;
+        pager->leave(c);
+        const auto hb = pager->region_huge_bytes();
+        ASSERT_TRUE(hb.has_value());
+        max_huge = std::max(max_huge, *hb);
+        EXPECT_LE(*hb, pager->stats().resident_chunks * kHuge) << "a huge page outlived its chunk";
+        EXPECT_EQ(pager->reconcile_now(), 0u) << pager->first_mismatch();
+      }
+    EXPECT_EQ(bad, 0u) << to_string(engine);
+    const PagerStats st = pager->stats();
+    EXPECT_FALSE(pager->failed()) << pager->error();
+    EXPECT_EQ(st.demand_fills, 3u * kChunks);  // LRU on a cyclic scan: every access misses
+    EXPECT_LE(st.max_resident_chunks, kBudget);
+    EXPECT_LE(st.max_present_pages, kBudget * kHuge / kPage);
+    EXPECT_GT(st.reconcile_checks, 0u);
+    EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
+    const uint64_t whole_fills = 3u * (kChunks - 1);  // the tail chunk is never whole
+    if (GetParam() == HugeChunks::Move) {
+      EXPECT_EQ(st.move_fills + st.move_fallbacks, whole_fills) << to_string(engine);
+      EXPECT_GT(st.move_fills, 0u) << "UFFDIO_MOVE never succeeded (first errno " << st.move_first_errno << ")";
+    } else {
+      EXPECT_EQ(st.collapses + st.collapse_failures, whole_fills) << to_string(engine);
+      EXPECT_GT(st.collapses, 0u) << "MADV_COLLAPSE never succeeded (first errno " << st.collapse_first_errno << ")";
+    }
+    // Evidence that the chunks really were huge pages (when the kernel had any to give).
+    std::printf("%s/%s: region huge bytes at most %llu\n", to_string(GetParam()), to_string(engine),
+                static_cast<unsigned long long>(max_huge));
+    pager->shutdown();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TSuiteHuge, ::testing::Values(HugeChunks::Move, HugeChunks::Collapse),
+                         [](const ::testing::TestParamInfo<HugeChunks>& p) { return std::string(to_string(p.param)); });
