@@ -27,7 +27,7 @@ def tiny_config(build_dir: str) -> dict:
     ps["main"].update(ratios=[0.5, 0.75], reps=2)
     ps["stress"].update(threads=[2], compute_us=[0, 50], reps=2)
     pm = cfg["pager_model"]
-    pm.update(model="synthetic-dense", tokens=4, ctx=64, chunk_bytes=1 << 20, ratios=[0.5, 0.75], reps=2,
+    pm.update(model="synthetic-dense", tokens=4, ctx=64, chunk_bytes=1 << 20, huge_chunks="off", ratios=[0.5, 0.75], reps=2,
               baseline_reps=2, watchdog_s=60, eager_reconcile=True)
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg

@@ -57,6 +57,10 @@ def validate(config: dict, schema: dict | None = None) -> dict:
 
 def _cross_check(config: dict) -> None:
     """What the schema cannot say: references between sections and between keys."""
+    pm = config.get("pager_model", {})
+    if pm.get("huge_chunks") in ("move", "collapse") and pm.get("chunk_bytes", 0) % (2 << 20):
+        raise ConfigError(f"config error: pager_model.huge_chunks: {pm['huge_chunks']!r} needs chunk_bytes to be "
+                          f"a multiple of 2 MiB (it is {pm['chunk_bytes']}); use 'off'")
     ms = config.get("matched_source", {})
     if ms and ms.get("depth", 0) > ms.get("windows", 0):
         raise ConfigError(f"config error: matched_source.depth: {ms['depth']} is more than the "

@@ -143,7 +143,7 @@ def generate_args(model, arm, budget, source=None):
     ]
     if arm != "kernel-mmap":
         args += [f"--budget-bytes {budget}", f"--source {source or PM['source']}",
-                 f"--prefetch-depth {PM['prefetch_depth']}"]
+                 f"--prefetch-depth {PM['prefetch_depth']}", f"--huge-chunks {PM['huge_chunks']}"]
     if PM["eager_reconcile"]:
         args.append("--eager-reconcile")
     return " ".join(args)
