@@ -101,3 +101,15 @@ def test_model_claims_insufficient_without_runs(tmp_path):
     doc = claims.make("P2", root, SETTINGS)
     assert doc["verdict"] == "insufficient-evidence"
     assert any("no valid pager-declared run" in r for r in doc["reasons"])
+
+
+def test_cross_arm_claims_need_a_hard_limit(tmp_path):
+    root = project(tmp_path)
+    p = root / "results" / "pager_model.parquet"
+    df = pd.read_parquet(p)
+    df.loc[df["arm"] == "kernel-mmap", "host_grade"] = "unenforced"
+    df.to_parquet(p, index=False)
+    for cid in ("P2", "P9"):
+        doc = claims.make(cid, root, SETTINGS)
+        assert doc["verdict"] == "insufficient-evidence"
+        assert any("hard host limit" in r for r in doc["reasons"])

@@ -39,3 +39,11 @@ def missing_cells(runs: pd.DataFrame, arms: list[str]) -> list[str]:
     if main_runs(runs).empty:
         out.append(f"no runs of the main campaign in {MODEL_RUNS}")
     return out
+
+
+def unenforced(runs: pd.DataFrame, arms: list[str]) -> list[str]:
+    """Reasons a comparison across arms at equal host limits cannot be judged."""
+    df = main_runs(runs)
+    df = df[df["arm"].isin(arms)]
+    soft = sorted(set(df[df["host_grade"] != "hard"]["host_grade"].astype(str)))
+    return [f"the comparison needs every arm under a hard host limit; some runs were graded {soft}"] if soft else []

@@ -19,7 +19,8 @@ INPUTS = {"runs": mr.MODEL_RUNS}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    insufficient = mr.missing_cells(runs, ["kernel-mmap", "pager-lru", "pager-declared"])
+    arms = ["kernel-mmap", "pager-lru", "pager-declared"]
+    insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms)
     a = mr.per_r(runs, "kernel-mmap", "physical_bytes_read")
     c = mr.per_r(runs, "pager-lru", "physical_bytes_read")
     d = mr.per_r(runs, "pager-declared", "physical_bytes_read")

@@ -22,7 +22,8 @@ INFORMED_ARMS = ["pager-declared", "pager-prefetch"]
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    insufficient = mr.missing_cells(runs, KERNEL_ARMS + INFORMED_ARMS)
+    arms = KERNEL_ARMS + INFORMED_ARMS
+    insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms)
     flat_max = float(settings["p9_flat_max_ratio"])
     rise_min = float(settings["p9_rise_min_ratio"])
     tol = float(settings["p9_monotone_tolerance"])
