@@ -1,6 +1,16 @@
 #include "generate.hpp"
 
+#include "clock.hpp"
 #include "errors.hpp"
+
+namespace resid {
+
+uint32_t source_windows(const GenerateConfig& c) {
+  return c.windows.value_or(c.source == SourceEngine::Uring ? 8 : 1);
+}
+uint32_t source_depth(const GenerateConfig& c) { return c.depth.value_or(source_windows(c)); }
+
+}  // namespace resid
 
 #if !RESID_WITH_LLAMA
 
@@ -43,6 +53,7 @@ int run_generate(const GenerateConfig&) {
 #include "model_mapping.hpp"
 #include "model_objects.hpp"
 #include "pager.hpp"
+#include "pager_record.hpp"
 #include "policy_declared_sequence.hpp"
 #include "proc_io.hpp"
 #include "residency.hpp"
@@ -62,23 +73,6 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr uint32_t kAuditPasses = 3;  // the prefill and the first two decode passes
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-std::optional<PolicyKind> policy_of(Arm a) {
-  switch (a) {
-    case Arm::PagerLru: return PolicyKind::Lru;
-    case Arm::PagerDeclared: return PolicyKind::Declared;
-    case Arm::PagerPrefetch: return PolicyKind::Prefetch;
-    case Arm::PagerZero: return PolicyKind::Zero;
-    case Arm::KernelMmap: return std::nullopt;
-  }
-  return std::nullopt;
-}
 
 // --huge-chunks, resolved: `move` by default when chunks are whole huge pages (2 MiB
 // multiples), `off` otherwise; an explicit mode is taken as given (the pager refuses what
@@ -129,6 +123,8 @@ nlohmann::json config_json(const GenerateConfig& c) {
           {"threads", c.threads},
           {"ctx", c.ctx},
           {"source", to_string(c.source)},
+          {"windows", source_windows(c)},
+          {"depth", source_depth(c)},
           {"prefetch_depth", c.prefetch_depth},
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
@@ -182,6 +178,7 @@ class Run final : public StepListener {
     cur_entered_ = !oversize(obj);
     if (cur_entered_) enter(obj);      // the new chunks are held before the old ones are let go
     signal(consumed, next, !cur_entered_);
+    if (old_entered) maybe_probe_recycle(old);
     if (old_entered) leave(old);
     cur_ = static_cast<int>(obj);
     cur_step_ = next;
@@ -307,14 +304,37 @@ class Run final : public StepListener {
   void touch_progress() { last_progress_ns_.store(now_ns(), std::memory_order_relaxed); }
 
   // RESIDCTL_FAULT_HOLD_AT_PASS=N (tests): hold all faults from pass N on.
-  static std::optional<uint64_t> hold_hook() {
-    const char* v = std::getenv("RESIDCTL_FAULT_HOLD_AT_PASS");
+  static std::optional<uint64_t> hold_hook() { return env_pass("RESIDCTL_FAULT_HOLD_AT_PASS"); }
+  static std::optional<uint64_t> env_pass(const char* name) {
+    const char* v = std::getenv(name);
     if (!v || !*v) return std::nullopt;
     char* end = nullptr;
     const unsigned long long n = std::strtoull(v, &end, 10);
     if (*end != '\0') return std::nullopt;
     return n;
   }
+
+  // RESIDCTL_FAULT_RECYCLE_LIVE_AT_PASS=N (tests, a negative control): in pass N, at the first
+  // object change where the object just consumed still holds its chunks (its consumers leave
+  // right after), ask the Plan to recycle one of its resident chunks: it must refuse
+  // (consumers-live), and the chunk stays resident and untouched.
+  void maybe_probe_recycle(uint32_t old) {
+    if (!recycle_live_at_pass_ || probe_.fired || pass_ != *recycle_live_at_pass_ || !pager_) return;
+    for (ChunkId c : access_chunks(old)) {
+      if (!pager_->resident(c)) continue;
+      probe_.fired = true;
+      probe_.chunk = c;
+      probe_.answer = pager_->try_recycle(c);
+      probe_.resident_after = pager_->resident(c);
+      return;
+    }
+  }
+  struct RecycleProbe {
+    bool fired = false;
+    ChunkId chunk = 0;
+    PlanError answer = PlanError::None;
+    bool resident_after = false;
+  };
 
   void drive();  // the driver thread
   void progress_line(uint32_t done, bool final);
@@ -357,6 +377,9 @@ class Run final : public StepListener {
   uint64_t sequence_errors_ = 0;
   std::optional<std::string> audit_error_;
   std::optional<uint64_t> hold_at_pass_ = hold_hook();
+  std::optional<uint64_t> recycle_live_at_pass_ = env_pass("RESIDCTL_FAULT_RECYCLE_LIVE_AT_PASS");
+  RecycleProbe probe_;
+  std::optional<std::pair<PagerFault, uint64_t>> source_fault_;  // RESIDCTL_FAULT_SOURCE
   std::mutex routes_mu_;
   std::vector<std::string> routes_;
   std::vector<llama_token> prompt_tokens_, tokens_;
@@ -401,8 +424,22 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
   j["policy"] = policy_kind_ ? nlohmann::json(to_string(*policy_kind_)) : nlohmann::json(nullptr);
   j["source_engine"] = pager_ ? nlohmann::json(to_string(pager_->source().engine())) : nlohmann::json(nullptr);
   j["signal"] = "eval-callback";
-  j["fault_hook"] = hold_at_pass_ ? nlohmann::json("hold-faults@pass:" + std::to_string(*hold_at_pass_))
-                                  : nlohmann::json(nullptr);
+  {
+    std::string hooks;
+    auto add = [&](const std::string& h) { hooks += (hooks.empty() ? "" : ",") + h; };
+    if (hold_at_pass_) add("hold-faults@pass:" + std::to_string(*hold_at_pass_));
+    if (recycle_live_at_pass_) add("recycle-live@pass:" + std::to_string(*recycle_live_at_pass_));
+    if (source_fault_) add(std::string("source:") + to_string(source_fault_->first) + "@" + std::to_string(source_fault_->second));
+    j["fault_hook"] = hooks.empty() ? nlohmann::json(nullptr) : nlohmann::json(hooks);
+  }
+  j["fault"] = pager_fault_json(pager_.get());
+  j["recycle_probe"] = !recycle_live_at_pass_ ? nlohmann::json(nullptr)
+                       : nlohmann::json{{"pass", *recycle_live_at_pass_},
+                                        {"fired", probe_.fired},
+                                        {"chunk", probe_.fired ? nlohmann::json(probe_.chunk) : nlohmann::json(nullptr)},
+                                        {"answer", probe_.fired ? nlohmann::json(probe_.answer == PlanError::None ? "recycled" : to_string(probe_.answer))
+                                                                : nlohmann::json(nullptr)},
+                                        {"resident_after", probe_.resident_after}};
   j["uffd_mode"] = pager_ ? nlohmann::json(to_string(pager_->uffd_mode())) : nlohmann::json(nullptr);
   j["config"] = config_json(cfg_);
   j["region"] = {{"path", cfg_.model}, {"bytes", m_.file_bytes}, {"chunk_size", m_.chunk_size}, {"chunks", m_.chunks}};
@@ -446,7 +483,13 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                    {"oversize_steps", ps.oversize_steps},
                    {"pin_moves", ps.pin_moves},
                    {"max_pins", ps.max_pins},
-                   {"in_step_refills", ps.in_step_refills}};
+                   {"in_step_refills", ps.in_step_refills},
+                   // Compute threads blocked in weight faults: over every fault message (one
+                   // per blocked thread, so threads blocked on one chunk each count), the time
+                   // from reading it to the wake.
+                   {"exposed_source_wait_ns", ps.exposed_wait_ns},
+                   {"waited_faults", ps.waited_faults},
+                   {"plan_recycle_refusals", ps.plan_recycle_refusals}};
   j["huge_chunks"] = {{"mode", pager_ ? nlohmann::json(to_string(huge_mode(cfg_))) : nlohmann::json(nullptr)},
                       {"move_fills", ps.move_fills},
                       {"move_fallbacks", ps.move_fallbacks},
@@ -461,14 +504,9 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                        region_huge_bytes_ ? nlohmann::json(*region_huge_bytes_) : nlohmann::json(nullptr)}};
   j["latency_ns"] = {{"fault_p50", ps.fault_p50_ns}, {"fault_p99", ps.fault_p99_ns}, {"fault_max", ps.fault_max_ns},
                      {"fill_p50", ps.fill_p50_ns},   {"fill_p99", ps.fill_p99_ns}};
-  j["source_stats"] = {{"engine", pager_ ? nlohmann::json(to_string(pager_->source().engine())) : nlohmann::json(nullptr)},
-                       {"alignment", pager_ ? pager_->source().alignment() : 0},
-                       {"reads", ss.reads},
-                       {"logical_bytes", ss.logical_bytes},
-                       {"physical_bytes", ss.physical_bytes},
-                       {"padding_bytes", ss.padding_bytes},
-                       {"rejections", ss.rejections},
-                       {"read_ns", ss.read_ns}};
+  j["source_stats"] = pager_source_json(pager_.get());
+  j["plan"] = pager_plan_json(pager_.get());
+  j["readahead"] = pager_readahead_json(pager_.get());
   // Load, context and generation (teardown and writing the run directory excluded).
   const uint64_t t0 = t_start_.load(), t1 = t_end_.load();
   j["wall_ns"] = t0 ? (t1 ? t1 : now_ns()) - t0 : 0;
@@ -748,6 +786,8 @@ void Run::drive() {
         batch.logits[i] = i + 1 == prompt_tokens_.size();
       }
       batch.n_tokens = static_cast<int32_t>(prompt_tokens_.size());
+      // F reads nothing ahead for a pass that will not run.
+      if (pager_ && cfg_.tokens == 1) pager_->set_readahead_horizon((pass_ + 1) * S_ - 1);
       const uint64_t t_pre = now_ns();
       int rc = llama_decode(ctx, batch);
       finish_pass();
@@ -769,6 +809,7 @@ void Run::drive() {
         }
         llama_token in = tok;
         llama_batch one = llama_batch_get_one(&in, 1);
+        if (pager_ && i + 1 == cfg_.tokens) pager_->set_readahead_horizon((pass_ + 1) * S_ - 1);
         const uint64_t t1 = now_ns();
         rc = llama_decode(ctx, one);
         finish_pass();
@@ -829,7 +870,11 @@ int Run::execute() {
   }
   if (policy_kind_) {
     if (!cfg_.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg_.arm)));
-    auto source = open_source(cfg_.source, cfg_.model, cfg_.chunk_size);
+    SourceOptions so;
+    so.windows = source_windows(cfg_);
+    so.depth = source_depth(cfg_);
+    auto source = open_source(cfg_.source, cfg_.model, cfg_.chunk_size, so);
+    // Every window is paid from the budget (F: all N of them), as is the page-table reserve.
     window_bytes_ = source->window_bytes();
     page_table_bytes_ = Pager::page_table_reserve(static_cast<uint64_t>(m_.chunks) * cfg_.chunk_size);
     const uint64_t own = window_bytes_ + page_table_bytes_;
@@ -868,6 +913,31 @@ int Run::execute() {
     pc.step_chunks = steps_;
     pc.max_pins = cfg_.threads;
     pc.huge = huge_mode(cfg_);
+    // F: the next object's chunks are read ahead while the current one computes. Not the
+    // embd object's: its step reads the rows of a token not chosen yet (the previous pass's
+    // output picks it), so its declared chunks (the whole embedding) are not what it reads.
+    pc.readahead = cfg_.source == SourceEngine::Uring && !cfg_.calibrate;
+    if (pc.readahead) {
+      // Nor an oversize object's: it cannot be held whole, so it is read as its threads go.
+      pc.readahead_steps = steps_;
+      pc.readahead_steps[0].clear();
+      for (auto& st : pc.readahead_steps)
+        if (st.size() > fit_chunks_) st.clear();
+    }
+    if (const char* v = std::getenv("RESIDCTL_FAULT_SOURCE"); v && *v) {
+      // RESIDCTL_FAULT_SOURCE=<cell>@<read index> (tests): a deterministic source fault.
+      const std::string hook = v;
+      const size_t at = hook.find('@');
+      const auto cell = parse_pager_fault(hook.substr(0, at));
+      char* end = nullptr;
+      const unsigned long long k = at == std::string::npos ? 0 : std::strtoull(hook.c_str() + at + 1, &end, 10);
+      if (!cell || *cell == PagerFault::None || at == std::string::npos || !end || *end != '\0')
+        throw InputError("RESIDCTL_FAULT_SOURCE='" + hook + "' is not <cell>@<read index> with a cell of eio, short-read, "
+                         "stale-completion, wrong-object, bundle-extent-failure");
+      pc.fault = *cell;
+      pc.fault_at = k;
+      source_fault_ = std::make_pair(*cell, static_cast<uint64_t>(k));
+    }
     pager_ = std::make_unique<Pager>(std::move(source), make_sequence_policy(*policy_kind_, m_.chunks, steps_), pc,
                                      &trace_);
   } else if (cfg_.budget_bytes) {
@@ -954,7 +1024,22 @@ int Run::execute() {
             std::to_string(audit_.out_of_order()) + " consumption signal(s) out of step order";
   if (error.empty() && pager_ && pager_->stats().reconcile_mismatches > 0)
     error = "reconcile: " + std::to_string(pager_->stats().reconcile_mismatches) +
-            " mismatch(es) between the pager's books and mincore; first: " + pager_->first_mismatch();
+            " mismatch(es) between the pager's books and mincore or the Plan; first: " + pager_->first_mismatch();
+  if (error.empty() && pager_) error = pager_close_error(*pager_);
+  if (error.empty() && recycle_live_at_pass_ && generated) {
+    if (!probe_.fired)
+      error = "negative control: the recycle probe of pass " + std::to_string(*recycle_live_at_pass_) + " did not fire";
+    else if (probe_.answer != PlanError::ConsumersLive || !probe_.resident_after)
+      error = "negative control: the Plan answered " +
+              std::string(probe_.answer == PlanError::None ? "recycled" : to_string(probe_.answer)) +
+              " to recycling chunk " + std::to_string(probe_.chunk) + ", which had a live consumer";
+  }
+  if (error.empty() && source_fault_ && generated) {
+    const PagerFaultReport f = pager_->fault_report();
+    error = f.fired ? "fault " + std::string(to_string(f.cell)) + " fired but the run did not fail"
+                    : "fault " + std::string(to_string(f.cell)) + " did not fire (no eligible read at or after " +
+                          std::to_string(f.fault_at) + ")";
+  }
   const bool ok = error.empty();
   write_outputs(ok, error, generated && ok);
   if (!ok) {
@@ -978,6 +1063,7 @@ int run_generate(const GenerateConfig& cfg) {
   if (cfg.arm == Arm::PagerPrefetch && cfg.prefetch_depth == 0)
     throw InputError("--prefetch-depth must be at least 1 for pager-prefetch");
   if (cfg.tokens >= cfg.ctx) throw InputError("--tokens must be smaller than --ctx");
+  check_source_flags(cfg.source, cfg.windows, cfg.depth);
 
   llama_log_set(&LogCapture::cb, &g_log);
   ggml_log_set(&LogCapture::cb, &g_log);

@@ -24,6 +24,10 @@ struct GenerateConfig {
   uint32_t threads = 2;
   uint32_t ctx = 512;
   SourceEngine source = SourceEngine::Direct;
+  // Source windows and in-flight bound; unset: 8 windows for uring, 1 for the blocking
+  // engines (which take only 1), depth = windows.
+  std::optional<uint32_t> windows;
+  std::optional<uint32_t> depth;
   uint32_t prefetch_depth = 2;
   bool eager_reconcile = false;
   double watchdog_s = 120;
@@ -32,6 +36,10 @@ struct GenerateConfig {
   // multiple of 2 MiB, else `off` (huge_mode() in generate.cpp).
   std::optional<HugeChunks> huge;
 };
+
+// --windows / --depth after the defaults.
+uint32_t source_windows(const GenerateConfig& c);
+uint32_t source_depth(const GenerateConfig& c);
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?
 bool generate_available();

@@ -2,19 +2,20 @@
 // Exit 0: ok; 1: the run started and failed (run.json says why); 2: bad input, one line
 // "residctl: error: ..." on stderr and nothing written.
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <iostream>
 #include <string>
 
+#include "cli_util.hpp"
 #include "errors.hpp"
 #include "generate.hpp"
 #include "probe.hpp"
 #include "region.hpp"
 #include "scan.hpp"
 #include "stream_cli.hpp"
+
+using resid::add_uint;
 
 namespace {
 
@@ -24,26 +25,6 @@ int input_error(const std::string& what) {
     if (ch == '\n' || ch == '\r') ch = ' ';
   std::fprintf(stderr, "residctl: error: %s\n", line.c_str());
   return 2;
-}
-
-// Unsigned integers only, within the option's type: digits, no sign, no fraction, no
-// overflow (a byte count of "-1", "1e9" or 2^64 must be rejected, not wrapped or clamped).
-CLI::Validator unsigned_up_to(uint64_t max) {
-  return CLI::Validator(
-      [max](std::string& v) -> std::string {
-        if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
-          return "'" + v + "' is not a non-negative integer";
-        errno = 0;
-        const unsigned long long x = std::strtoull(v.c_str(), nullptr, 10);
-        if (errno == ERANGE || x > max) return "'" + v + "' is larger than " + std::to_string(max);
-        return {};
-      },
-      "UINT");
-}
-
-template <class T>
-CLI::Option* add_uint(CLI::App* app, const std::string& name, T& var, const std::string& help) {
-  return app->add_option(name, var, help)->check(unsigned_up_to(std::numeric_limits<T>::max()));
 }
 
 const CLI::Validator kPositiveSeconds(
@@ -101,9 +82,12 @@ int main(int argc, char** argv) {
   scan->add_option("--signal", signal, "all-threads-finished | thread0-started")
       ->check(CLI::IsMember({"all-threads-finished", "thread0-started"}))
       ->capture_default_str();
-  scan->add_option("--source", source, "buffered | direct")
-      ->check(CLI::IsMember({"buffered", "direct"}))
+  scan->add_option("--source", source, "buffered | direct | uring (P, D, F)")
+      ->check(CLI::IsMember({"buffered", "direct", "uring"}))
       ->capture_default_str();
+  uint32_t s_windows = 0, s_depth = 0;
+  auto* s_windows_opt = add_uint(scan, "--windows", s_windows, "source windows (default 8 for uring, 1 otherwise)");
+  auto* s_depth_opt = add_uint(scan, "--depth", s_depth, "most reads in flight (default: --windows)");
   add_uint(scan, "--prefetch-depth", sc.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
   scan->add_flag("--eager-reconcile", sc.eager_reconcile, "mincore check after every fill and eviction");
   scan->add_option("--watchdog-s", sc.watchdog_s, "fail a fault not served within this many seconds")
@@ -127,9 +111,12 @@ int main(int argc, char** argv) {
   add_uint(gen, "--tokens", gc.tokens, "generated tokens (greedy)")->capture_default_str();
   add_uint(gen, "--threads", gc.threads, "llama.cpp compute threads")->capture_default_str();
   add_uint(gen, "--ctx", gc.ctx, "context size")->capture_default_str();
-  gen->add_option("--source", g_source, "buffered | direct")
-      ->check(CLI::IsMember({"buffered", "direct"}))
+  gen->add_option("--source", g_source, "buffered | direct | uring (P, D, F)")
+      ->check(CLI::IsMember({"buffered", "direct", "uring"}))
       ->capture_default_str();
+  uint32_t g_windows = 0, g_depth = 0;
+  auto* g_windows_opt = add_uint(gen, "--windows", g_windows, "source windows (default 8 for uring, 1 otherwise)");
+  auto* g_depth_opt = add_uint(gen, "--depth", g_depth, "most reads in flight (default: --windows)");
   add_uint(gen, "--prefetch-depth", gc.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
   gen->add_flag("--eager-reconcile", gc.eager_reconcile, "mincore check after every fill and eviction");
   gen->add_option("--watchdog-s", gc.watchdog_s, "fail a fault not served (or a generation not moving) within this many seconds")
@@ -168,6 +155,8 @@ int main(int argc, char** argv) {
       sc.arm = *resid::parse_arm(arm);
       sc.signal = *resid::parse_signal(signal);
       sc.source = *resid::parse_source_engine(source);
+      if (s_windows_opt->count() > 0) sc.windows = s_windows;
+      if (s_depth_opt->count() > 0) sc.depth = s_depth;
       if (budget_opt->count() > 0) sc.budget_bytes = budget;
       return resid::run_scan(sc);
     }
@@ -177,6 +166,8 @@ int main(int argc, char** argv) {
       if (auto m = missing({g_model_opt, g_out_opt, g_arm_opt, g_prompt_opt}); !m.empty()) return input_error(m);
       gc.arm = *resid::parse_arm(g_arm);
       gc.source = *resid::parse_source_engine(g_source);
+      if (g_windows_opt->count() > 0) gc.windows = g_windows;
+      if (g_depth_opt->count() > 0) gc.depth = g_depth;
       if (!g_huge.empty()) gc.huge = *resid::parse_huge_chunks(g_huge);
       if (g_budget_opt->count() > 0) gc.budget_bytes = g_budget;
       return resid::run_generate(gc);

@@ -18,7 +18,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "clock.hpp"
 #include "errors.hpp"
+#include "source_uring.hpp"
 
 // UFFDIO_MOVE (Linux 6.8) and MADV_COLLAPSE (6.1), for builds against older headers.
 #ifndef UFFD_FEATURE_MOVE
@@ -64,6 +66,25 @@ std::optional<HugeChunks> parse_huge_chunks(std::string_view s) {
   return std::nullopt;
 }
 
+const char* to_string(PagerFault f) {
+  switch (f) {
+    case PagerFault::None: return "none";
+    case PagerFault::Eio: return "eio";
+    case PagerFault::ShortRead: return "short-read";
+    case PagerFault::StaleCompletion: return "stale-completion";
+    case PagerFault::WrongObject: return "wrong-object";
+    case PagerFault::BundleExtentFailure: return "bundle-extent-failure";
+  }
+  return "?";
+}
+
+std::optional<PagerFault> parse_pager_fault(std::string_view s) {
+  for (PagerFault f : {PagerFault::None, PagerFault::Eio, PagerFault::ShortRead, PagerFault::StaleCompletion,
+                       PagerFault::WrongObject, PagerFault::BundleExtentFailure})
+    if (s == to_string(f)) return f;
+  return std::nullopt;
+}
+
 uint64_t Pager::page_table_reserve(uint64_t mapped_bytes) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t pte_span = page / 8 * page;          // 512 entries x 4 KiB = 2 MiB
@@ -73,12 +94,6 @@ uint64_t Pager::page_table_reserve(uint64_t mapped_bytes) {
 
 
 namespace {
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 // Calls f(p, q) for each maximal run [p, q) of pages not unmapped by the application.
 template <class F>
@@ -96,6 +111,25 @@ void for_each_mapped_run(const std::vector<uint8_t>& unmapped, uint64_t from, ui
 }
 
 }  // namespace
+
+template <class F>
+void Pager::fail_with(F&& make) {
+  // A failure's message is built on the rejection path (not counted as a read-path
+  // allocation), and only once.
+  if (failed_) return;
+  RejectionPathScope scope;
+  fail(make());
+}
+
+template <class F>
+void Pager::fail_locked_with(F&& make) {
+  // The same with mu_ held: the failure callback runs later, from the fault loop.
+  if (failed_) return;
+  RejectionPathScope scope;
+  error_ = make();
+  failed_ = true;
+  failure_callback_due_ = true;
+}
 
 Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, PagerConfig cfg,
              Trace* trace)
@@ -120,6 +154,33 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   chunk_pages_ = cfg_.chunk_size / page_;
   registered_bytes_ = (file_bytes_ + page_ - 1) / page_ * page_;
   mapped_bytes_ = n * cfg_.chunk_size;
+
+  // The Plan's manifest: one object per chunk, its file extent (the tail chunk is short).
+  {
+    std::vector<PlanObjectSpec> specs(chunks_);
+    for (ChunkId c = 0; c < chunks_; ++c) {
+      const uint64_t off = static_cast<uint64_t>(c) * cfg_.chunk_size;
+      specs[c].name = "chunk." + std::to_string(c);
+      specs[c].extents.push_back({off, std::min(cfg_.chunk_size, file_bytes_ - off)});
+    }
+    manifest_ = std::make_unique<PlanManifest>(
+        PlanManifest::build(std::move(specs), file_bytes_, source_->alignment(), source_->window_capacity()));
+  }
+  // Fault hooks the uring engine carries out itself (at its submission index = our read index).
+  if (cfg_.fault == PagerFault::Eio || cfg_.fault == PagerFault::ShortRead ||
+      cfg_.fault == PagerFault::StaleCompletion || cfg_.fault == PagerFault::BundleExtentFailure) {
+    auto* u = dynamic_cast<UringSource*>(source_.get());
+    if (!u) throw InputError(std::string("fault hook ") + to_string(cfg_.fault) + " needs the uring source");
+    if (cfg_.fault == PagerFault::BundleExtentFailure && !cfg_.readahead)
+      throw InputError("fault hook bundle-extent-failure needs read-ahead bundles (the uring source)");
+    if (cfg_.fault != PagerFault::BundleExtentFailure)
+      u->inject(cfg_.fault == PagerFault::Eio         ? UringFaultKind::Eio
+                : cfg_.fault == PagerFault::ShortRead ? UringFaultKind::ShortRead
+                                                      : UringFaultKind::Stale,
+                cfg_.fault_at);
+  }
+  fault_.cell = cfg_.fault;
+  fault_.fault_at = cfg_.fault_at;
 
   if (cfg_.huge == HugeChunks::Move) {
     // A read fault on the THP-enabled region takes the huge zero page branch and reaches the
@@ -214,7 +275,7 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   prefetched_unused_.assign(chunks_, 0);
   poisoned_.assign(chunks_, 0);
   pins_.assign(chunks_, 0);
-  thread_pins_.reserve(cfg_.max_pins ? cfg_.max_pins : 16);
+  thread_pins_.reserve(kPinsPerThread * (cfg_.max_pins ? cfg_.max_pins : 16) + kPinsPerThread);
   last_demand_step_.assign(chunks_, -1);
   fills_.assign(chunks_, 0);
   page_unmapped_.assign(registered_bytes_ / page_, 0);
@@ -225,6 +286,36 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   audit_ = cfg_.step_chunks.empty() ? SignalAudit(chunks_) : SignalAudit(chunks_, cfg_.step_chunks);
   pending_.reserve(1024);
   candidates_.reserve(64);
+  mincore_known_.reserve(registered_bytes_ / page_);
+
+  // The Plan's mutable half: the source's windows, one slot per chunk at its stable address.
+  const uint32_t windows = static_cast<uint32_t>(source_->window_count());
+  {
+    PlanConfig pc;
+    pc.windows = windows;
+    pc.slot_addresses.resize(chunks_);
+    for (ChunkId c = 0; c < chunks_; ++c) pc.slot_addresses[c] = base_ + static_cast<uint64_t>(c) * cfg_.chunk_size;
+    pc.slot_bytes = cfg_.chunk_size;
+    pc.consumers = 1;  // open consumers: not a declared count
+    pc.max_bundle = std::max<uint32_t>(1, std::min<uint32_t>(windows, chunks_));
+    pc.eager_reconcile = cfg_.eager_reconcile;
+    pc.open_consumers = true;
+    plan_ = std::make_unique<Plan>(*manifest_, std::move(pc));
+  }
+  plan_phase_.resize(chunks_);
+  plan_consumers_.resize(chunks_);
+  wops_.resize(windows);
+  bundles_.resize(windows);
+  for (auto& b : bundles_) {
+    b.chunks.reserve(windows);
+    b.wins.reserve(windows);
+  }
+  cur_mark_.assign(chunks_, 0);
+  ra_chunks_.reserve(windows);
+  req_slots_.resize(windows);
+  req_objs_.resize(windows);
+  req_tags_.resize(windows);
+  fault_.bundle.reserve(windows);
 }
 
 Pager::~Pager() {
@@ -248,6 +339,10 @@ uint64_t Pager::chunk_length(ChunkId c) const {
 
 void Pager::start() {
   if (started_) return;
+  // The uring engine signals completions on an eventfd the fault loop polls with the
+  // userfaultfd; the blocking engines complete inside submit().
+  cfd_ = source_->completion_fd();
+  blocking_ = cfd_ < 0;
   started_ = true;
   thread_ = std::thread([this] { loop(); });
 }
@@ -269,6 +364,11 @@ void Pager::shutdown(const std::function<void()>& quiesce) {
   if (shut_) return;
   shut_ = true;
   if (!started_) {
+    std::lock_guard lk(mu_);
+    plan_shutdown_ = plan_->shutdown();
+    src_stats_ = source_->stats();
+    closed_source_windows_free_ = source_->windows_free();
+    alloc_done_ = true;
     finish_registration();
     return;
   }
@@ -300,6 +400,7 @@ void Pager::enter(ChunkId c) {
   if (c >= chunks_) throw std::out_of_range("enter: chunk out of range");
   std::lock_guard lk(mu_);
   ++consumers_[c];
+  plan_->hold(static_cast<int32_t>(c));  // ShutDown after the pager shut down: nothing to hold
   policy_->on_access(c);
   if (state_[c] != State::Absent && prefetched_unused_[c]) {
     prefetched_unused_[c] = 0;
@@ -313,11 +414,17 @@ void Pager::leave(ChunkId c) {
     std::lock_guard lk(mu_);
     if (consumers_[c] <= 0) throw std::logic_error("leave without enter on chunk " + std::to_string(c));
     --consumers_[c];
+    plan_->unhold(static_cast<int32_t>(c));
   }
   if (want_leave_notify_.load(std::memory_order_relaxed)) notify();
 }
 
 void Pager::signal(uint64_t cursor) { step_boundary(cursor, UINT64_MAX); }
+
+void Pager::set_readahead_horizon(uint64_t last_step) {
+  std::lock_guard lk(mu_);
+  readahead_horizon_ = last_step;
+}
 
 void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }
 
@@ -334,7 +441,10 @@ void Pager::set_mode_locked(bool oversize) {
 }
 
 void Pager::clear_pins_locked() {
-  for (const auto& [tid, c] : thread_pins_) --pins_[c];
+  for (const auto& [tid, c] : thread_pins_) {
+    --pins_[c];
+    plan_->unhold(static_cast<int32_t>(c));
+  }
   thread_pins_.clear();
 }
 
@@ -358,19 +468,26 @@ void Pager::pin_locked(uint32_t tid, ChunkId c) {
   }
   if (mine >= kPinsPerThread) {
     --pins_[thread_pins_[oldest_mine].second];
+    plan_->unhold(static_cast<int32_t>(thread_pins_[oldest_mine].second));
     thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(oldest_mine));
     ++st_.pin_moves;
   } else if (mine == 0 && cfg_.max_pins > 0) {
     // A new thread beyond --threads (unexpected): the least recently faulting thread's pins go.
-    std::vector<uint32_t> tids;
-    for (const auto& [t, ch] : thread_pins_)
-      if (std::find(tids.begin(), tids.end(), t) == tids.end()) tids.push_back(t);
-    if (tids.size() >= cfg_.max_pins) {
-      // tids is ordered by each thread's oldest pin; the least recent thread is the one
-      // whose newest pin is oldest.
-      uint32_t victim = tids.front();
+    // (Counted in place: the fault path does not allocate.)
+    auto first_of = [&](size_t i) {
+      for (size_t k = 0; k < i; ++k)
+        if (thread_pins_[k].first == thread_pins_[i].first) return false;
+      return true;
+    };
+    size_t threads = 0;
+    for (size_t i = 0; i < thread_pins_.size(); ++i) threads += first_of(i);
+    if (threads >= cfg_.max_pins) {
+      // The least recent thread is the one whose newest pin is oldest.
+      uint32_t victim = thread_pins_.front().first;
       size_t victim_newest = SIZE_MAX;
-      for (uint32_t t : tids) {
+      for (size_t j = 0; j < thread_pins_.size(); ++j) {
+        if (!first_of(j)) continue;
+        const uint32_t t = thread_pins_[j].first;
         size_t newest = 0;
         for (size_t i = 0; i < thread_pins_.size(); ++i)
           if (thread_pins_[i].first == t) newest = i;
@@ -382,12 +499,14 @@ void Pager::pin_locked(uint32_t tid, ChunkId c) {
       for (size_t i = thread_pins_.size(); i-- > 0;)
         if (thread_pins_[i].first == victim) {
           --pins_[thread_pins_[i].second];
+          plan_->unhold(static_cast<int32_t>(thread_pins_[i].second));
           thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(i));
         }
     }
   }
   thread_pins_.emplace_back(tid, c);
   ++pins_[c];
+  plan_->hold(static_cast<int32_t>(c));
   st_.max_pins = std::max<uint64_t>(st_.max_pins, thread_pins_.size());
 }
 
@@ -413,7 +532,8 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bo
       if (oversize) ++st_.oversize_steps;
     }
   }
-  if (cursor && cfg_.prefetch_depth > 0) notify();  // the prefetch horizon moved
+  // The prefetch horizon moved; a new step has a new read-ahead bundle.
+  if ((cursor && cfg_.prefetch_depth > 0) || (cfg_.readahead && next_step != UINT64_MAX)) notify();
 }
 
 bool Pager::demand_filled_in(ChunkId c, uint64_t step) const {
@@ -525,15 +645,83 @@ uint64_t Pager::reconcile_now() {
 // ---- failure ------------------------------------------------------------------------
 
 void Pager::fail(const std::string& why) {
+  RejectionPathScope scope;
   std::function<void()> cb;
   {
     std::lock_guard lk(mu_);
     if (failed_) return;
     error_ = why;
     failed_ = true;
+    failure_callback_due_ = false;
     cb = on_failure_;
   }
   if (cb) cb();
+}
+
+void Pager::run_due_failure_callback() {
+  std::function<void()> cb;
+  {
+    std::lock_guard lk(mu_);
+    if (!failure_callback_due_) return;
+    failure_callback_due_ = false;
+    cb = on_failure_;
+  }
+  RejectionPathScope scope;
+  if (cb) cb();
+}
+
+std::optional<PlanError> Pager::plan_shutdown() const {
+  std::lock_guard lk(mu_);
+  return plan_shutdown_;
+}
+
+PagerSourceReport Pager::source_report() const {
+  std::lock_guard lk(mu_);
+  PagerSourceReport r;
+  r.engine = source_->engine();
+  r.windows = source_->window_count();
+  r.depth = source_->max_inflight();
+  r.alignment = source_->alignment();
+  r.window_capacity = source_->window_capacity();
+  r.stats = src_stats_;  // the pager thread's copy (the source itself is the pager thread's)
+  r.read_count = read_hist_.count();
+  r.read_p50_ns = read_hist_.quantile(0.5);
+  r.read_p99_ns = read_hist_.quantile(0.99);
+  r.read_max_ns = read_hist_.max();
+  const PlanBalance bal = plan_->balance();
+  // Before the pager closed (a failed run that left threads in faults), the Plan's count.
+  r.windows_free_at_close = alloc_done_ ? closed_source_windows_free_ : bal.windows_free;
+  r.plan_windows_free_at_close = bal.windows_free;
+  r.tickets_outstanding_at_close = bal.live_tickets;
+  r.cancellations = cancellations_;
+  r.alloc_counter_installed = alloc_hook_installed();
+  const AllocCounts now = alloc_done_ ? alloc1_ : alloc_counts();
+  r.dynamic_allocations = started_ ? now.read_path - alloc0_.read_path : 0;
+  r.rejection_allocations = started_ ? now.rejection_path - alloc0_.rejection_path : 0;
+  return r;
+}
+
+PagerFaultReport Pager::fault_report() const {
+  std::lock_guard lk(mu_);
+  return fault_;
+}
+
+PlanError Pager::try_recycle(ChunkId c) {
+  if (c >= chunks_) return PlanError::InvalidArgument;
+  std::lock_guard lk(mu_);
+  if (state_[c] != State::Resident) return PlanError::InvalidTransition;
+  const PlanError e = plan_->recycle(static_cast<int32_t>(c));
+  if (e != PlanError::None) {
+    ++st_.plan_recycle_refusals;
+    return e;
+  }
+  // The Plan agreed (no consumer, no pin): the eviction goes ahead, slot already recycled.
+  const uint64_t p0 = first_page(c), np = pages_in(c);
+  for_each_mapped_run(page_unmapped_, p0, p0 + np, [&](uint64_t p, uint64_t q) {
+    ::madvise(base_ + p * page_, (q - p) * page_, MADV_DONTNEED);
+  });
+  mark_evicted_locked(c);
+  return PlanError::None;
 }
 
 std::string Pager::evidence_locked() const {
@@ -567,10 +755,19 @@ void Pager::check_watchdog() {
   watchdog_reported_ = true;
   const ChunkId c = static_cast<ChunkId>((pending_.front().addr - reinterpret_cast<uintptr_t>(base_)) /
                                          cfg_.chunk_size);
+  RejectionPathScope scope;
   std::string ev;
+  bool reading = false;
   {
     std::lock_guard lk(mu_);
     ev = evidence_locked();
+    reading = state_[c] == State::Filling;
+  }
+  if (reading) {
+    fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(cfg_.watchdog_s) +
+         " s: its read has been in the " + to_string(source_->engine()) + " source all that time (storage not "
+         "answering); " + ev);
+    return;
   }
   fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " +
        std::to_string(cfg_.watchdog_s) + " s (no evictable chunk: every resident chunk has live "
@@ -584,6 +781,7 @@ void Pager::check_stall() {
   const uint64_t now = now_ns();
   if (now <= since || now - since < static_cast<uint64_t>(cfg_.watchdog_s * 1e9)) return;
   if (busy_chunk_.load() != c || busy_since_ns_.load() != since) return;  // moved on meanwhile
+  RejectionPathScope scope;
   std::string ev;
   {
     std::lock_guard lk(mu_);
@@ -597,18 +795,32 @@ void Pager::check_stall() {
 // ---- the fault loop -----------------------------------------------------------------
 
 void Pager::loop() {
+  // The fault loop is the read path: after start it must not allocate (alloc_count.hpp);
+  // failure messages are built on the rejection path.
+  ReadPathScope scope;
+  {
+    std::lock_guard lk(mu_);
+    alloc0_ = alloc_counts();
+  }
   for (;;) {
     read_messages();
     uint64_t drained;
     while (::read(evfd_, &drained, sizeof drained) > 0) {
     }
-    bool progressed = false;
+    if (cfd_ >= 0)
+      while (::read(cfd_, &drained, sizeof drained) > 0) {
+      }
+    bool progressed = reap_completions();
     if (!paused_) {
-      progressed = serve_pending();
+      progressed |= publish_readahead();
+      progressed |= serve_pending();
+      progressed |= maybe_readahead();
       if (!progressed && pending_.empty() && !stopping_) progressed = maybe_prefetch();
+      if (blocking_) progressed |= reap_completions();  // a blocking read completed in submit()
     }
+    run_due_failure_callback();
     pending_count_ = pending_.size();
-    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || failed_)) {
+    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || failed_) && (inflight_ == 0 || failed_)) {
       // Final drain: anything that arrived after the last read is served before we leave.
       read_messages();
       if (pending_.empty() || failed_) break;
@@ -616,14 +828,57 @@ void Pager::loop() {
     }
     check_watchdog();
     if (progressed) continue;
-    // Block until a fault/event, a notification (leave, signal, shutdown), or the next
-    // watchdog tick when a fault is waiting for room.
+    // Block until a fault/event, a completion, a notification (leave, signal, shutdown), or
+    // the next watchdog tick when a fault is waiting for room.
     const bool waiting = !pending_.empty() && !paused_;
-    want_leave_notify_.store(waiting || cfg_.prefetch_depth > 0, std::memory_order_relaxed);
-    pollfd fds[2] = {{uffd_.fd(), POLLIN, 0}, {evfd_, POLLIN, 0}};
-    ::poll(fds, 2, waiting ? 20 : -1);
+    want_leave_notify_.store(waiting || cfg_.prefetch_depth > 0 || cfg_.readahead, std::memory_order_relaxed);
+    pollfd fds[3] = {{uffd_.fd(), POLLIN, 0}, {evfd_, POLLIN, 0}, {cfd_, POLLIN, 0}};
+    ::poll(fds, cfd_ >= 0 ? 3 : 2, waiting ? 20 : -1);
+  }
+  close_reads();
+  {
+    std::lock_guard lk(mu_);
+    alloc1_ = alloc_counts();
+    src_stats_ = source_->stats();
+    closed_source_windows_free_ = source_->windows_free();
+    alloc_done_ = true;
   }
   finish_registration();
+}
+
+void Pager::close_reads() {
+  // A failed run may leave reads in flight and accepted reads waiting for their bundle:
+  // drain the source, hand every completion to the Plan (nothing is copied or published),
+  // give the windows back, and abandon the tickets whose completion never came. Then the
+  // Plan shuts down (refused while a consumer holds a slot).
+  if (inflight_ > 0) {
+    source_->drain();
+    while (inflight_ > 0) {
+      auto c = source_->reap(false);
+      if (!c) break;
+      on_completion(std::move(*c));
+    }
+  }
+  for (WindowOp& op : wops_) {
+    if (!op.busy || !op.landed) continue;
+    source_->release(op.comp);
+    op.busy = op.landed = false;
+  }
+  const uint32_t abandoned = plan_->abandon_tickets();
+  std::lock_guard lk(mu_);
+  cancellations_ += abandoned;
+  for (BundleRun& b : bundles_) {
+    if (!b.live) continue;
+    for (ChunkId c : b.chunks)
+      if (state_[c] == State::Filling) {
+        state_[c] = State::Absent;
+        if (b.roomed) --filling_;
+      }
+    b.live = false;
+    b.ready = false;
+  }
+  readahead_ready_ = 0;
+  plan_shutdown_ = plan_->shutdown();
 }
 
 void Pager::read_messages() {
@@ -648,7 +903,7 @@ void Pager::read_messages() {
           if (oversize_ && addr >= b && addr < b + registered_bytes_)
             pin_locked(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
         }
-        pending_.push_back({addr, t});
+        pending_.push_back({addr, t, false});
       } else if (m.event == UFFD_EVENT_UNMAP) {
         handle_unmap(static_cast<uintptr_t>(m.arg.remove.start), static_cast<uintptr_t>(m.arg.remove.end));
       }
@@ -671,9 +926,13 @@ void Pager::handle_unmap(uintptr_t start, uintptr_t end) {
         const ChunkId c = static_cast<ChunkId>(p / chunk_pages_);
         if (--mapped_pages_[c] == 0) {
           // The kernel freed whatever was there: drop the chunk from the books (not an
-          // eviction: nothing was decided) and never COPY into it again.
-          if (state_[c] == State::Resident) remove_resident_locked(c);
-          state_[c] = State::Absent;
+          // eviction: nothing was decided) and never COPY into it again. Its slot's version
+          // is gone too (a chunk still being read is dropped when its bundle publishes).
+          if (state_[c] == State::Resident) {
+            remove_resident_locked(c);
+            if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
+            state_[c] = State::Absent;
+          }
           ++st_.unmapped_chunks;
         }
       }
@@ -698,7 +957,7 @@ void Pager::remove_resident_locked(ChunkId c) {
 
 bool Pager::serve_pending() {
   const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
-  bool progressed = false, filled = false;
+  bool progressed = false;
   for (size_t i = 0; i < pending_.size();) {
     const PendingFault f = pending_[i];
     if (f.addr < b || f.addr >= b + registered_bytes_) {  // not ours: let it retry
@@ -706,66 +965,48 @@ bool Pager::serve_pending() {
       continue;
     }
     const ChunkId c = static_cast<ChunkId>((f.addr - b) / cfg_.chunk_size);
-    bool spurious = false, fillable = false;
+    int bi = -1;
     {
       std::lock_guard lk(mu_);
       if (page_unmapped_[(f.addr - b) / page_]) {
         // stale: the hole was woken when the unmap event was read
-      } else if (state_[c] == State::Resident) {
-        spurious = true;
-        ++st_.spurious_faults;
-      } else if (!filled && !poisoned_[c] && make_room_locked(c)) {
-        fillable = true;
-        state_[c] = State::Filling;
-        prefetched_unused_[c] = 0;
-      } else {
-        ++i;  // waits for room (a leave), or its chunk's read was rejected (run failed)
+        pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+        progressed = true;
         continue;
       }
+      if (state_[c] == State::Resident) {
+        // Already published (another thread's fault or a read-ahead filled it): wake it.
+        ++st_.spurious_faults;
+        ++st_.waited_faults;
+        pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+        const uint64_t t = now_ns();
+        st_.exposed_wait_ns += t - f.t_read_ns;
+        uffdio_range r{f.addr, page_};
+        ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
+        progressed = true;
+        continue;
+      }
+      // Filling: its read is in flight; the fault waits for it (never a second read).
+      // Otherwise it waits for a window, for room (a leave), or its chunk's read was
+      // rejected (the run has failed).
+      if (state_[c] != State::Absent || poisoned_[c] || fail_closed_ || free_windows() == 0 || !make_room_locked(c)) {
+        ++i;
+        continue;
+      }
+      bi = begin_bundle_locked(FillKind::Demand, &c, 1);
+      if (bi < 0) {
+        ++i;
+        continue;
+      }
+      prefetched_unused_[c] = 0;
+      pending_[i].trigger = true;
     }
-    // Take it off the queue first: the fill may read messages that reshape the queue.
-    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+    issue_bundle(bi);
     progressed = true;
-    if (spurious) {
-      // Already published (another thread's fault filled it): just wake this waiter.
-      uffdio_range r{f.addr, page_};
-      ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
-      continue;
-    }
-    if (!fillable) continue;
-    filled = true;  // one fill per pass, so new messages (events) are read in between
-    const bool ok = fill(c);
-    std::unique_lock lk(mu_);
-    src_stats_ = source_->stats();
-    if (!ok) {
-      state_[c] = State::Absent;
-      poisoned_[c] = 1;  // a rejected read is not retried: the run has failed
-      pending_.push_back(f);
-      continue;
-    }
-    ++fills_[c];
-    ++st_.demand_fills;
-    if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
-    last_demand_step_[c] = static_cast<int64_t>(step_);
-    if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
-    bool kept = false;
-    if (mapped_pages_[c] == 0) {
-      state_[c] = State::Absent;  // unmapped while we filled it: nothing to keep
-    } else {
-      state_[c] = State::Resident;
-      resident_list_.push_back(c);
-      policy_->on_access(c);
-      policy_->on_fill(c);
-      st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
-      kept = true;
-    }
-    if (cfg_.eager_reconcile) reconcile_locked();
-    lk.unlock();
-    wake_chunk(c);
-    const uint64_t t_done = now_ns();
-    if (kept) maybe_collapse(c);
-    lk.lock();
-    fault_hist_.record(t_done - f.t_read_ns);
+    ++i;
+    // A blocking read happened inside submit(): publish it before the next one, so the
+    // userfaultfd's messages (events) are read in between.
+    if (blocking_) break;
   }
   return progressed;
 }
@@ -775,18 +1016,48 @@ bool Pager::make_room_locked(ChunkId for_chunk) {
     return v != for_chunk && consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident;
   };
   if (policy_->evict_eagerly()) {
-    while (auto v = policy_->choose_victim(resident_list_, evictable)) evict_locked(*v);
+    // Keep nothing beyond need, except what was read ahead for a step still to come.
+    auto eager = [this, for_chunk](ChunkId v) {
+      return v != for_chunk && consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident &&
+             !prefetched_unused_[v];
+    };
+    while (auto v = policy_->choose_victim(resident_list_, eager))
+      if (!evict_locked(*v)) return false;
   }
-  while (resident_list_.size() + 1 > cfg_.budget_chunks) {
+  // Demand and prefetch reads in flight hold their room already (read-ahead bundles take
+  // theirs when they are published).
+  while (resident_list_.size() + filling_ + 1 > cfg_.budget_chunks) {
     auto v = policy_->choose_victim(resident_list_, evictable);
     if (!v) return false;
-    evict_locked(*v);
+    if (!evict_locked(*v)) return false;
   }
   return true;
 }
 
-void Pager::evict_locked(ChunkId c) {
+// The books after a chunk's pages were discarded: absent, out of the resident set, traced.
+void Pager::mark_evicted_locked(ChunkId c) {
+  state_[c] = State::Absent;
+  prefetched_unused_[c] = 0;
+  remove_resident_locked(c);
+  ++st_.evictions;
+  if (trace_) trace_->append(step_, c, TraceKind::Eviction);
+  if (cfg_.eager_reconcile) reconcile_locked();
+}
+
+bool Pager::evict_locked(ChunkId c) {
   // Under the lock, so no driver can enter the chunk between the choice and the discard.
+  // The Plan recycles the chunk's slot first, and refuses a slot with a live consumer (or
+  // pin): the pager's own rule, enforced by the Plan. A refusal here is a pager bug.
+  if (const PlanError e = plan_->recycle(static_cast<int32_t>(c)); e != PlanError::None) {
+    ++st_.plan_recycle_refusals;
+    fail_closed_ = true;
+    const uint32_t held = static_cast<uint32_t>(consumers_[c]) + pins_[c];
+    fail_locked_with([&] {
+      return "the Plan refused to recycle chunk " + std::to_string(c) + " (" + to_string(e) + ", " +
+             std::to_string(held) + " consumer(s) and pin(s) in the pager's books)";
+    });
+    return false;
+  }
   const uint64_t p0 = first_page(c), np = pages_in(c);
   for (uint64_t p = p0; p < p0 + np;) {
     if (page_unmapped_[p]) {
@@ -799,40 +1070,491 @@ void Pager::evict_locked(ChunkId c) {
     ::madvise(base_ + p * page_, (q - p) * page_, MADV_DONTNEED);
     p = q;
   }
-  state_[c] = State::Absent;
-  prefetched_unused_[c] = 0;
-  remove_resident_locked(c);
-  ++st_.evictions;
-  if (trace_) trace_->append(step_, c, TraceKind::Eviction);
-  if (cfg_.eager_reconcile) reconcile_locked();
+  mark_evicted_locked(c);
+  return true;
 }
 
-bool Pager::fill(ChunkId c) {
-  const uint64_t t0 = now_ns();
-  busy_since_ns_.store(t0);
-  busy_chunk_.store(c);
-  struct Idle {
-    std::atomic<int64_t>& b;
-    ~Idle() { b.store(-1); }
-  } idle{busy_chunk_};
-  const Extent e{static_cast<uint64_t>(c) * cfg_.chunk_size,
-                 std::min<uint64_t>(cfg_.chunk_size, file_bytes_ - static_cast<uint64_t>(c) * cfg_.chunk_size)};
-  Completion comp = read_blocking(*source_, e, c);
-  if (!comp.ok()) {
-    source_->release(comp);
-    fail("rejected read for chunk " + std::to_string(c) + ": " + comp.error);
-    return false;
+// ---- the fill machinery: every fill is a bundle of the Plan -------------------------------
+
+uint32_t Pager::free_windows() const {
+  uint32_t free = 0;
+  for (const WindowOp& op : wops_) free += !op.busy;
+  const size_t depth = source_->max_inflight();
+  const uint32_t room = inflight_ >= depth ? 0 : static_cast<uint32_t>(depth - inflight_);
+  return std::min(free, room);
+}
+
+int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
+  // The chunks are Absent and room was made for them: they become Filling, their slots
+  // LOADING (one request: one bundle, published all-or-nothing).
+  int bi = -1;
+  for (size_t i = 0; i < bundles_.size(); ++i)
+    if (!bundles_[i].live) {
+      bi = static_cast<int>(i);
+      break;
+    }
+  if (bi < 0) {
+    fail_locked_with([] { return std::string("internal: no free bundle record"); });
+    return -1;
   }
-  // The tail chunk publishes whole pages: zero the bytes past the file end.
-  const uint64_t len = chunk_length(c);
-  if (len > e.length) std::memset(comp.data + e.length, 0, len - e.length);
-  const bool ok = publish(c, comp.data, e.length);
-  source_->release(comp);
-  if (ok) {
+  BundleRun& b = bundles_[static_cast<size_t>(bi)];
+  b.chunks.clear();
+  b.wins.clear();
+  PlanResult<BundleHandle> r{};
+  if (n <= req_slots_.size()) {
+    for (uint32_t k = 0; k < n; ++k) {
+      req_slots_[k] = static_cast<int32_t>(cs[k]);
+      req_objs_[k] = cs[k];
+      req_tags_[k] = cs[k];
+    }
+    r = plan_->request_slots(req_slots_.data(), req_objs_.data(), req_tags_.data(), n);
+  } else {
+    r.error = PlanError::InvalidArgument;
+  }
+  if (!r.ok()) {
+    const PlanError e = r.error;
+    fail_locked_with([&] { return std::string("internal: the Plan refused the slots of chunk ") + std::to_string(cs[0]) +
+                           " (" + to_string(e) + ")"; });
+    return -1;
+  }
+  b.live = true;
+  b.failed = false;
+  b.kind = kind;
+  b.handle = r.value;
+  b.n = n;
+  b.completed = 0;
+  b.ready = false;
+  b.roomed = kind != FillKind::Readahead;
+  b.target = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    b.chunks.push_back(cs[k]);
+    state_[cs[k]] = State::Filling;
+  }
+  // Demand and prefetch reads take their room now; a read-ahead bundle waits in its windows
+  // (paid from the budget) and takes room when it is published.
+  if (kind != FillKind::Readahead) filling_ += n;
+  return bi;
+}
+
+void Pager::issue_bundle(int bi) {
+  BundleRun& b = bundles_[static_cast<size_t>(bi)];
+  for (uint32_t k = 0; k < b.n; ++k) {
+    const ChunkId c = b.chunks[k];
+    const int w = source_->free_window();
+    if (w < 0 || static_cast<size_t>(w) >= wops_.size() || wops_[static_cast<size_t>(w)].busy) {
+      fail_with([&] { return "internal: no free source window for the read of chunk " + std::to_string(c); });
+      return;
+    }
+    auto t = plan_->begin_read(b.handle, static_cast<int32_t>(c), manifest_->object(c).first_piece, w);
+    if (!t.ok()) {
+      const PlanError e = t.error;
+      fail_with([&] { return "internal: the Plan refused a ticket for chunk " + std::to_string(c) + " (" + to_string(e) + ")"; });
+      return;
+    }
+    Extent e = manifest_->piece(manifest_->object(c).first_piece).extent_range();
+    const uint64_t k_read = reads_issued_;
+    if (cfg_.fault == PagerFault::WrongObject && !fault_.fired && k_read >= cfg_.fault_at && chunks_ > 1) {
+      // The hook: the read asks for another chunk's bytes (they land in this window).
+      const ChunkId other = c + 1 < chunks_ ? c + 1 : c - 1;
+      e = manifest_->piece(manifest_->object(other).first_piece).extent_range();
+      fault_.fired = true;
+      fault_.read = k_read;
+      fault_.step = step_;
+      fault_.bundle.assign(b.chunks.begin(), b.chunks.end());
+      fault_bundle_ = bi;
+    }
+    WindowOp& op = wops_[static_cast<size_t>(w)];
+    op.busy = true;
+    op.landed = false;
+    op.chunk = c;
+    op.tag = t.value;
+    op.bundle = static_cast<uint32_t>(bi);
+    op.submit_ns = now_ns();
+    b.wins.push_back(w);
+    if (b.kind == FillKind::Readahead) ++readahead_windows_;
+    // A blocking engine reads inside submit(): the stall watchdog watches it from outside.
+    busy_since_ns_.store(op.submit_ns);
+    busy_chunk_.store(c);
+    const bool ok = source_->submit(e, t.value);
+    busy_chunk_.store(-1);
+    ++reads_issued_;
+    ++inflight_;
+    if (!ok) {
+      --inflight_;
+      op.busy = false;
+      fail_with([&] { return "internal: the source refused a read into its free window " + std::to_string(w); });
+      return;
+    }
+  }
+}
+
+bool Pager::reap_completions() {
+  if (inflight_ == 0) return false;
+  bool any = false;
+  while (inflight_ > 0) {
+    auto c = source_->reap(false);
+    if (!c) break;
+    on_completion(std::move(*c));
+    any = true;
+  }
+  return any;
+}
+
+void Pager::on_completion(Completion&& c) {
+  --inflight_;
+  const uint64_t t = now_ns();
+  if (c.window < 0 || static_cast<size_t>(c.window) >= wops_.size() || !wops_[static_cast<size_t>(c.window)].busy) {
+    (void)plan_->complete_read(c);  // refused (no live ticket there): counted by the Plan
+    if (c.window >= 0 && static_cast<size_t>(c.window) < wops_.size()) source_->release(c);
+    fail_with([&] { return "internal: a completion for window " + std::to_string(c.window) + ", which holds no read"; });
+    return;
+  }
+  WindowOp& op = wops_[static_cast<size_t>(c.window)];
+  BundleRun& b = bundles_[op.bundle];
+  {
     std::lock_guard lk(mu_);
-    fill_hist_.record(now_ns() - t0);
+    read_hist_.record(t - op.submit_ns);
+    src_stats_ = source_->stats();
   }
-  return ok;
+  ++b.completed;
+  auto v = plan_->complete_read(c);
+  if (v.ok()) {
+    op.landed = true;  // HOST_READY: held until every read of the bundle was accepted
+    op.comp = std::move(c);
+  } else {
+    source_->release(c);
+    op.busy = false;
+    if (b.kind == FillKind::Readahead && readahead_windows_ > 0) --readahead_windows_;
+    if (v.error != PlanError::BundleFailed && v.error != PlanError::StaleEpoch && !b.failed) {
+      // A fatal rejection: the run fails closed (no further read, copy or publication), and
+      // nothing of this bundle is ever copied.
+      b.failed = true;
+      fail_closed_ = true;
+      const RejectionRecord rej = plan_->first_rejection();
+      const PlanError kind = v.error;
+      if (fault_.fired && fault_.rejection == PlanError::None) fault_.rejection = kind;
+      if (cfg_.fault != PagerFault::None && !fault_.fired) {
+        // The engine carried the hook out (eio, short-read, stale-completion).
+        fault_.fired = true;
+        fault_.rejection = kind;
+        fault_.step = step_;
+        fault_.bundle.assign(b.chunks.begin(), b.chunks.end());
+        fault_bundle_ = static_cast<int>(op.bundle);
+        if (auto* u = dynamic_cast<UringSource*>(source_.get())) fault_.read = u->fault_report().submission;
+      }
+      fail_with([&] {
+        std::string m = std::string("rejected ") + to_string(kind) + " completion for chunk " + std::to_string(op.chunk) +
+                        " (window " + std::to_string(op.tag & 0xffffffffu) + ", generation " +
+                        std::to_string(rej.kind == kind ? rej.generation : 0) + ", epoch " +
+                        std::to_string(rej.kind == kind ? rej.epoch : 0) + ")";
+        if (!c.error.empty()) {
+          m += ": ";
+          m += c.error;
+        }
+        m += "; nothing of its bundle (";
+        m += std::to_string(b.n);
+        m += " chunk(s):";
+        for (ChunkId x : b.chunks) {
+          m += ' ';
+          m += std::to_string(x);
+        }
+        m += ") was published";
+        return m;
+      });
+    } else {
+      b.failed = true;
+    }
+  }
+  if (b.failed) {
+    // Siblings that landed are retired without a copy (the Plan failed their bundle).
+    for (int32_t w : b.wins) {
+      WindowOp& o = wops_[static_cast<size_t>(w)];
+      if (!o.busy || !o.landed || o.bundle != op.bundle) continue;
+      auto r = plan_->begin_copy(o.tag);  // BundleFailed: retired, window FREE, nothing copied
+      (void)r;
+      source_->release(o.comp);
+      o.busy = o.landed = false;
+      if (b.kind == FillKind::Readahead && readahead_windows_ > 0) --readahead_windows_;
+    }
+    if (b.completed == b.n) drop_bundle(b);
+    return;
+  }
+  if (fail_closed_) return;  // after a fatal rejection nothing more is published (abandoned at close)
+  if (b.completed != b.n) return;
+  if (b.kind == FillKind::Readahead) {
+    b.ready = true;  // HOST_READY in its windows until its step begins
+    ++readahead_ready_;
+    publish_readahead();
+    return;
+  }
+  publish_bundle(b);
+}
+
+void Pager::publish_bundle(BundleRun& b) {
+  // Every read of the bundle was accepted: copy (or move) each into the region, then publish
+  // the bundle in one Plan transition, book it and wake the waiters.
+  for (int32_t w : b.wins) {
+    WindowOp& op = wops_[static_cast<size_t>(w)];
+    const ChunkId c = op.chunk;
+    auto o = plan_->begin_copy(op.tag);  // HOST_READY -> COPYING
+    bool ok = o.ok() && !b.failed;
+    if (ok) {
+      const uint64_t len = chunk_length(c), got = op.comp.extent.length;
+      // The tail chunk publishes whole pages: zero the bytes past the file end.
+      if (len > got) std::memset(op.comp.data + got, 0, len - got);
+      ok = publish(c, op.comp.data, got);
+    }
+    source_->release(op.comp);
+    op.busy = op.landed = false;
+    if (b.kind == FillKind::Readahead && readahead_windows_ > 0) --readahead_windows_;
+    if (o.ok()) {
+      auto e = plan_->end_copy(op.tag);  // COPYING -> FREE (retires the ticket)
+      if (!e.ok()) {
+        const PlanError pe = e.error;
+        fail_with([&] { return "internal: the Plan refused the end of the copy of chunk " + std::to_string(c) + " (" +
+                               to_string(pe) + ")"; });
+        ok = false;
+      }
+    } else if (!b.failed) {
+      const PlanError pe = o.error;
+      fail_with([&] { return "internal: the Plan refused the copy of chunk " + std::to_string(c) + " (" + to_string(pe) + ")"; });
+    }
+    if (!ok) b.failed = true;  // the rest is not copied; the Plan abandons its tickets at close
+    if (ok) {
+      std::lock_guard lk(mu_);
+      fill_hist_.record(now_ns() - op.submit_ns);  // the read and the copy
+    }
+  }
+  if (b.failed) {
+    drop_bundle(b);
+    return;
+  }
+  std::unique_lock lk(mu_);
+  if (const PlanError e = plan_->publish(b.handle); e != PlanError::None) {
+    lk.unlock();
+    fail_with([&] { return "internal: the Plan refused to publish the bundle of chunk " + std::to_string(b.chunks[0]) +
+                           " (" + to_string(e) + ")"; });
+    drop_bundle(b);
+    return;
+  }
+  for (ChunkId c : b.chunks) {
+    --filling_;
+    ++fills_[c];
+    if (b.kind == FillKind::Demand) {
+      ++st_.demand_fills;
+      if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
+      last_demand_step_[c] = static_cast<int64_t>(step_);
+      if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
+    } else {
+      ++st_.prefetch_fills;
+      if (b.kind == FillKind::Readahead) ++st_.readahead_fills;
+      if (trace_) trace_->append(step_, c, TraceKind::PrefetchFill);
+    }
+    if (mapped_pages_[c] == 0) {
+      // Unmapped while we read it: nothing to keep (its slot's version goes at once).
+      state_[c] = State::Absent;
+      prefetched_unused_[c] = 0;
+      if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
+      continue;
+    }
+    state_[c] = State::Resident;
+    resident_list_.push_back(c);
+    // A demand fill is an access; so is a read-ahead fill (for LRU: the access it stands in
+    // for is one step away). Arm E's prefetch is not.
+    if (b.kind != FillKind::Prefetch) policy_->on_access(c);
+    policy_->on_fill(c);
+  }
+  st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
+  ++st_.bundles_published;
+  if (b.kind == FillKind::Readahead) ++st_.readahead_bundles;
+  if (static_cast<int>(&b - bundles_.data()) == fault_bundle_) fault_.bundle_chunks_published += b.n;
+  if (cfg_.eager_reconcile) reconcile_locked();
+  // The waiters' accounting; the wakes follow (DONTWAKE above: a woken thread finds the
+  // fill in the books).
+  const uint64_t t = now_ns();
+  for (ChunkId c : b.chunks)
+    if (state_[c] == State::Resident) wake_waiters_locked(c, t, b.kind);
+  b.live = false;
+  lk.unlock();
+  for (ChunkId c : b.chunks) {
+    if (mapped_pages_[c] == 0) continue;
+    wake_chunk(c);
+    maybe_collapse(c);
+  }
+}
+
+void Pager::drop_bundle(BundleRun& b) {
+  // A failed bundle: its chunks go back to Absent, poisoned (a rejected read is not retried:
+  // the run has failed), their faults stay unserved.
+  std::lock_guard lk(mu_);
+  const bool counted = b.kind != FillKind::Readahead || b.roomed;
+  for (ChunkId c : b.chunks) {
+    if (state_[c] == State::Filling) {
+      state_[c] = State::Absent;
+      if (counted) --filling_;
+    }
+    prefetched_unused_[c] = 0;
+    poisoned_[c] = 1;
+  }
+  if (b.ready) --readahead_ready_;
+  b.ready = false;
+  b.live = false;
+}
+
+void Pager::wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) {
+  // Every fault message on chunk c is a compute thread blocked on it: its wait is exposed.
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+  bool first = true;
+  for (size_t i = 0; i < pending_.size();) {
+    const PendingFault& f = pending_[i];
+    if (f.addr < b || f.addr >= b + registered_bytes_ || (f.addr - b) / cfg_.chunk_size != c) {
+      ++i;
+      continue;
+    }
+    const uint64_t w = t > f.t_read_ns ? t - f.t_read_ns : 0;
+    st_.exposed_wait_ns += w;
+    ++st_.waited_faults;
+    if (f.trigger) {
+      fault_hist_.record(w);  // the demand fault that read the chunk
+    } else if (kind != FillKind::Demand && first) {
+      fault_hist_.record(w);  // the first fault that waited for a read-ahead (or prefetch) in flight
+      ++st_.readahead_waits;
+      first = false;
+    } else {
+      ++st_.spurious_faults;  // another thread (or page) of a chunk being filled: woken, not refilled
+    }
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+  }
+}
+
+std::span<const ChunkId> Pager::step_chunks_of(uint64_t step) {
+  if (!cfg_.step_chunks.empty()) return cfg_.step_chunks[step % cfg_.step_chunks.size()];
+  one_chunk_ = static_cast<ChunkId>(step % chunks_);
+  return {&one_chunk_, 1};
+}
+
+std::span<const ChunkId> Pager::readahead_chunks_of(uint64_t step) {
+  if (!cfg_.readahead_steps.empty()) return cfg_.readahead_steps[step % cfg_.readahead_steps.size()];
+  return step_chunks_of(step);
+}
+
+bool Pager::maybe_readahead() {
+  if (!cfg_.readahead || fail_closed_ || failed_ || stopping_ || paused_) return false;
+  // At most windows - 1 windows for read-ahead: one stays free for demand reads.
+  const uint32_t cap = wops_.size() > 1 ? static_cast<uint32_t>(wops_.size()) - 1 : 0;
+  if (readahead_windows_ >= cap) return false;
+  const uint32_t avail = std::min(free_windows(), cap - readahead_windows_);
+  if (avail == 0) return false;
+  int bi = -1;
+  uint64_t target = 0;
+  {
+    std::lock_guard lk(mu_);
+    target = step_ + 1;
+    if (ra_done_step_ == target || target > readahead_horizon_) return false;
+    // The chunks of step s+1 that are absent and not of step s (a chunk shared by both is
+    // being read in step s: its fault reads it). They are read into windows now and wait
+    // there (HOST_READY): no room is taken until step s+1 begins (publish_readahead).
+    ++cur_stamp_;
+    for (ChunkId c : step_chunks_of(step_)) cur_mark_[c] = cur_stamp_;
+    ra_chunks_.clear();
+    bool covered = true;
+    for (ChunkId c : readahead_chunks_of(target)) {
+      if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_) continue;
+      if (ra_chunks_.size() == avail) {
+        covered = false;
+        break;
+      }
+      ra_chunks_.push_back(c);
+    }
+    if (covered) ra_done_step_ = target;
+    if (ra_chunks_.empty()) return false;
+    bi = begin_bundle_locked(FillKind::Readahead, ra_chunks_.data(), static_cast<uint32_t>(ra_chunks_.size()));
+    if (bi < 0) return false;
+    bundles_[static_cast<size_t>(bi)].target = target;
+    for (ChunkId c : ra_chunks_) prefetched_unused_[c] = 1;
+    if (cfg_.fault == PagerFault::BundleExtentFailure && !fault_armed_ && ra_chunks_.size() >= 2 &&
+        reads_issued_ + ra_chunks_.size() - 1 >= cfg_.fault_at) {
+      // The hook: the last read of this bundle fails (-EIO) after the others were submitted.
+      if (auto* u = dynamic_cast<UringSource*>(source_.get())) {
+        u->inject(UringFaultKind::Eio, reads_issued_ + ra_chunks_.size() - 1);
+        fault_armed_ = true;
+        fault_.fired = true;
+        fault_.read = reads_issued_ + ra_chunks_.size() - 1;
+        fault_.step = step_;
+        fault_.bundle.assign(ra_chunks_.begin(), ra_chunks_.end());
+        fault_bundle_ = bi;
+      }
+    }
+  }
+  issue_bundle(bi);
+  return true;
+}
+
+bool Pager::publish_readahead() {
+  // A read-ahead bundle whose reads all landed is published when its step has begun (or a
+  // fault waits on one of its chunks: an access the declared steps did not foresee must
+  // not wait for the step), with room made the way that step's demand faults would make it:
+  // the policy's victims among chunks without consumers or pins, at the same cursor.
+  if (fail_closed_ || readahead_ready_ == 0) return false;
+  bool any = false;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+  for (BundleRun& b : bundles_) {
+    if (!b.live || b.kind != FillKind::Readahead || !b.ready || b.failed) continue;
+    bool due;
+    {
+      std::lock_guard lk(mu_);
+      // Its step has begun and the step before has let go of its chunks (the adapter enters
+      // the new step's chunks before it leaves the old ones): D's demand faults in that step
+      // come after the leave too, so the victims are the same. At shutdown: published (and
+      // then discarded), not abandoned.
+      due = stopping_;
+      if (!due && step_ >= b.target) {
+        due = true;
+        ++cur_stamp_;  // a chunk of both steps stays held by the new one
+        for (ChunkId c : step_chunks_of(b.target)) cur_mark_[c] = cur_stamp_;
+        for (ChunkId c : step_chunks_of(b.target - 1))
+          if (consumers_[c] > 0 && cur_mark_[c] != cur_stamp_) {
+            due = step_ > b.target;  // still held: wait for the leave (unless a later step began)
+            break;
+          }
+      }
+      for (size_t i = 0; !due && i < pending_.size(); ++i) {
+        const uintptr_t a = pending_[i].addr;
+        if (a < base || a >= base + registered_bytes_) continue;
+        const ChunkId c = static_cast<ChunkId>((a - base) / cfg_.chunk_size);
+        due = std::find(b.chunks.begin(), b.chunks.end(), c) != b.chunks.end();
+      }
+      if (!due) continue;
+      // Room for the whole bundle, or none taken (all-or-nothing).
+      const uint32_t n = b.n;
+      bool room = true;
+      auto evictable = [this](ChunkId v) {
+        return consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident && !prefetched_unused_[v];
+      };
+      auto any_evictable = [this](ChunkId v) {
+        return consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident;
+      };
+      while (resident_list_.size() + filling_ + n > cfg_.budget_chunks) {
+        auto v = policy_->choose_victim(resident_list_, evictable);
+        if (!v) v = policy_->choose_victim(resident_list_, any_evictable);
+        if (!v || !evict_locked(*v)) {
+          room = false;
+          break;
+        }
+      }
+      if (!room) {
+        ++st_.readahead_no_room;  // waits for a leave (progress: the step fits)
+        continue;
+      }
+      filling_ += n;  // the room is theirs from here (publish_bundle books it)
+      b.roomed = true;
+    }
+    b.ready = false;
+    --readahead_ready_;
+    publish_bundle(b);
+    any = true;
+  }
+  return any;
 }
 
 bool Pager::publish(ChunkId c, const std::byte* data, uint64_t data_len) {
@@ -936,19 +1658,20 @@ void Pager::wake_chunk(ChunkId c) {
 }
 
 bool Pager::maybe_prefetch() {
-  if (cfg_.prefetch_depth == 0 || failed_) return false;
+  if (cfg_.prefetch_depth == 0 || failed_ || free_windows() == 0) return false;
   ChunkId chosen = 0;
   bool found = false;
+  int bi = -1;
   {
     std::lock_guard lk(mu_);
     const auto cur = policy_->cursor();
     candidates_ = policy_->prefetch_candidates(cur ? *cur : kNoCursor, cfg_.prefetch_depth);
     for (ChunkId c : candidates_) {
-      // Skip what is there, what a driver is about to demand (its fault will come), and
-      // holes.
+      // Skip what is there or on its way, what a driver is about to demand (its fault will
+      // come), and holes.
       if (state_[c] != State::Absent || consumers_[c] > 0 || mapped_pages_[c] == 0 || poisoned_[c])
         continue;
-      if (resident_list_.size() < cfg_.budget_chunks) {
+      if (resident_list_.size() + filling_ < cfg_.budget_chunks) {
         chosen = c;
         found = true;
       } else {
@@ -957,8 +1680,7 @@ bool Pager::maybe_prefetch() {
         });
         // Displace only a chunk needed later than the candidate: prefetch never makes the
         // next demand worse than no prefetch.
-        if (v && policy_->next_use(*v) > policy_->next_use(c)) {
-          evict_locked(*v);
+        if (v && policy_->next_use(*v) > policy_->next_use(c) && evict_locked(*v)) {
           chosen = c;
           found = true;
         }
@@ -966,35 +1688,11 @@ bool Pager::maybe_prefetch() {
       break;  // candidates are nearest first: if this one cannot go in, none farther can
     }
     if (!found) return false;
-    state_[chosen] = State::Filling;
+    bi = begin_bundle_locked(FillKind::Prefetch, &chosen, 1);
+    if (bi < 0) return false;
     prefetched_unused_[chosen] = 1;
   }
-  const bool ok = fill(chosen);
-  std::unique_lock lk(mu_);
-  src_stats_ = source_->stats();
-  if (ok) {
-    ++fills_[chosen];
-    ++st_.prefetch_fills;
-    if (trace_) trace_->append(step_, chosen, TraceKind::PrefetchFill);
-    if (mapped_pages_[chosen] == 0) {
-      state_[chosen] = State::Absent;
-      prefetched_unused_[chosen] = 0;
-    } else {
-      state_[chosen] = State::Resident;
-      resident_list_.push_back(chosen);
-      policy_->on_fill(chosen);
-      st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
-    }
-    if (cfg_.eager_reconcile) reconcile_locked();
-  } else {
-    state_[chosen] = State::Absent;
-    prefetched_unused_[chosen] = 0;
-    poisoned_[chosen] = 1;
-  }
-  const bool kept = ok && state_[chosen] == State::Resident;
-  lk.unlock();
-  if (ok) wake_chunk(chosen);  // a driver may have faulted on it mid-fill
-  if (kept) maybe_collapse(chosen);
+  issue_bundle(bi);
   return true;
 }
 
@@ -1037,6 +1735,7 @@ void Pager::reconcile_locked() {
     const bool ok = state_[c] == State::Resident ? present == mapped : present == 0;
     if (!ok) {
       ++st_.reconcile_mismatches;
+      RejectionPathScope scope;
       if (first_mismatch_.empty())
         first_mismatch_ = "chunk " + std::to_string(c) + " is " +
                           (state_[c] == State::Resident ? "resident" : "absent") +
@@ -1045,6 +1744,36 @@ void Pager::reconcile_locked() {
     }
   }
   st_.max_present_pages = std::max(st_.max_present_pages, present_total);
+
+  // The books against the Plan: a chunk's state is its slot's phase (Absent: VACANT,
+  // Filling: LOADING, Resident: published), and its consumers and pins are the slot's live
+  // consumers (a resident chunk with one is IN_USE). Not once the run failed (a failed
+  // bundle's slots are vacated before its chunks leave the books).
+  if (failed_ || plan_shutdown_) return;  // after the Plan's shutdown every slot is VACANT
+  plan_->slot_states(plan_phase_.data(), plan_consumers_.data());
+  for (ChunkId c = 0; c < chunks_; ++c) {
+    const SlotPhase ph = plan_phase_[c];
+    const uint32_t held = static_cast<uint32_t>(consumers_[c]) + pins_[c];
+    bool ok;
+    switch (state_[c]) {
+      case State::Absent: ok = ph == SlotPhase::Vacant; break;
+      case State::Filling: ok = ph == SlotPhase::Loading; break;
+      case State::Resident:
+        ok = held > 0 ? ph == SlotPhase::InUse : (ph == SlotPhase::DeviceReady || ph == SlotPhase::Recyclable);
+        break;
+      default: ok = false;
+    }
+    ok = ok && held == plan_consumers_[c];
+    if (ok) continue;
+    ++st_.reconcile_mismatches;
+    if (first_mismatch_.empty()) {
+      RejectionPathScope scope;
+      first_mismatch_ = "chunk " + std::to_string(c) + " is " +
+                        (state_[c] == State::Resident ? "resident" : state_[c] == State::Filling ? "filling" : "absent") +
+                        " with " + std::to_string(held) + " consumer(s)/pin(s) in the books but its Plan slot is " +
+                        to_string(ph) + " with " + std::to_string(plan_consumers_[c]) + " consumer(s)";
+    }
+  }
 }
 
 }  // namespace resid

@@ -35,6 +35,34 @@
 // copy); the window is refaulted by its next read (the budget already pays a window).
 // `collapse`: COPY, then MADV_COLLAPSE of the chunk (the collapse allocates the new huge
 // page before it frees the 512 small ones: the caller reserves one chunk of budget for it).
+//
+// The Plan (plan.hpp, plan_state.hpp). Every fill runs through it: the manifest has one
+// object per chunk (its file extent), the slots are the chunks (slot c is chunk c's range of
+// the region, a stable address), in open-consumer mode. A fill requests its chunks' slots
+// as one bundle (VACANT -> LOADING, the generation advances), reads each chunk under a
+// window ticket (FREE -> READING; the source's completion is validated by the Plan:
+// window, generation, epoch, object and extent; a short, failed or out-of-file read is
+// rejected -> HOST_READY), and only when every read of the bundle was accepted copies them
+// into the region (HOST_READY -> COPYING, UFFDIO_COPY or UFFDIO_MOVE, -> FREE) and
+// publishes the bundle in one transition (LOADING -> DEVICE_READY, or IN_USE when held),
+// then wakes the faulting threads. A rejected read fails the run and nothing of its bundle
+// is copied. Consumers (enter/leave) and oversize pins are the Plan's consumers (hold/
+// unhold); an eviction is the slot's recycle (RECYCLABLE or never-held DEVICE_READY ->
+// VACANT), and the Plan refuses it for a slot with a live consumer, so the pager's rule
+// "never evict a chunk with live consumers" is the Plan's invariant.
+//
+// Sources: the blocking engines (buffered, direct: one window) complete a read inside
+// submit(); the fault loop reads on demand, one fill at a time. `uring` (N windows, depth
+// <= N) reads asynchronously: demand reads of several faults are in flight together, and
+// with PagerConfig::readahead, on entering step s the pager reads the chunks of step s+1
+// (those absent and not of step s) ahead, as bundles of at most N-1 chunks (one window
+// stays free for demand reads). A read-ahead bundle waits in its windows (HOST_READY; the
+// windows are paid from the budget) and takes no room until step s+1 begins: then room is
+// made for the whole bundle exactly as step s+1's demand faults would make it (the policy's
+// victims among chunks without consumers or pins, at the same cursor), and it is published
+// all-or-nothing. So read-ahead changes when chunks are read, not which chunks the policy
+// keeps. A fault on a chunk whose read is in flight waits for it (never a second read); a
+// fault on a landed read-ahead chunk before its step publishes the bundle at once.
 #pragma once
 
 #include <atomic>
@@ -45,12 +73,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "alloc_count.hpp"
 #include "latency.hpp"
+#include "plan.hpp"
+#include "plan_state.hpp"
 #include "policy.hpp"
 #include "signal_audit.hpp"
 #include "source.hpp"
@@ -62,6 +94,20 @@ namespace resid {
 enum class HugeChunks { Off, Move, Collapse };
 const char* to_string(HugeChunks h);
 std::optional<HugeChunks> parse_huge_chunks(std::string_view s);
+
+// Deterministic source fault hooks (tests; generate's RESIDCTL_FAULT_SOURCE). They fire at
+// the pager's read index `fault_at` (0-based, in submission order), or the first eligible
+// read at or after it:
+//   eio                    the read's completion result is -EIO (uring);
+//   short-read             the kernel is asked for half the aligned span: a real short read (uring);
+//   stale-completion       the completion carries the previous ticket of its window (uring);
+//   wrong-object           the read is submitted for the next chunk's extent (any source);
+//   bundle-extent-failure  the last read of the first read-ahead bundle of two or more
+//                          chunks fails with -EIO (uring, read-ahead).
+// Each is a fatal rejection: the run fails and nothing of the bundle is published.
+enum class PagerFault : uint8_t { None, Eio, ShortRead, StaleCompletion, WrongObject, BundleExtentFailure };
+const char* to_string(PagerFault f);
+std::optional<PagerFault> parse_pager_fault(std::string_view s);
 
 struct PagerConfig {
   uint64_t chunk_size = 2u << 20;  // multiple of the page size
@@ -76,6 +122,13 @@ struct PagerConfig {
   // Oversize steps: pins for at most this many threads (the compute threads); 0 = no limit.
   uint32_t max_pins = 0;
   HugeChunks huge = HugeChunks::Off;
+  // Read the next step's chunks ahead (header; needs a source with two or more windows).
+  bool readahead = false;
+  // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
+  // steps' own chunks (step_chunks, or chunk s mod chunks).
+  std::vector<std::vector<ChunkId>> readahead_steps;
+  PagerFault fault = PagerFault::None;
+  uint64_t fault_at = 0;
 };
 
 struct PagerStats {
@@ -98,6 +151,43 @@ struct PagerStats {
   int move_first_errno = 0;
   uint64_t collapses = 0, collapse_failures = 0;
   int collapse_first_errno = 0;
+  // The fill machinery (every fill is a Plan bundle).
+  uint64_t bundles_published = 0;
+  uint64_t readahead_bundles = 0;  // read-ahead bundles published
+  uint64_t readahead_fills = 0;    // chunks they filled (also counted in prefetch_fills)
+  uint64_t readahead_waits = 0;    // faults that waited for a read-ahead or prefetch read in flight
+  uint64_t readahead_no_room = 0;  // times a landed bundle's publication waited for room (a leave)
+  // Exposed source wait: over every fault message on the region (each one a compute thread
+  // blocked), the time from reading it to waking its thread.
+  uint64_t exposed_wait_ns = 0;
+  uint64_t waited_faults = 0;
+  uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
+};
+
+// What the source and the Plan's windows did, for run.json `source_stats` (after shutdown).
+struct PagerSourceReport {
+  SourceEngine engine = SourceEngine::Direct;
+  uint64_t windows = 0, depth = 0, alignment = 0, window_capacity = 0;
+  SourceStats stats;
+  uint64_t read_count = 0, read_p50_ns = 0, read_p99_ns = 0, read_max_ns = 0;  // submit -> reap
+  uint64_t windows_free_at_close = 0;       // source windows FREE
+  uint64_t plan_windows_free_at_close = 0;  // Plan windows FREE
+  uint64_t tickets_outstanding_at_close = 0;
+  uint64_t cancellations = 0;               // tickets abandoned (a read whose completion never came)
+  bool alloc_counter_installed = false;
+  uint64_t dynamic_allocations = 0;         // on the pager thread's read path, after start
+  uint64_t rejection_allocations = 0;       // building rejection and failure messages
+};
+
+struct PagerFaultReport {
+  PagerFault cell = PagerFault::None;
+  uint64_t fault_at = 0;
+  bool fired = false;
+  uint64_t read = 0;                    // the read index it hit
+  uint64_t step = 0;
+  std::vector<ChunkId> bundle;          // the chunks of the faulted read's bundle
+  uint64_t bundle_chunks_published = 0; // must stay 0
+  PlanError rejection = PlanError::None;
 };
 
 class Pager {
@@ -135,6 +225,16 @@ class Pager {
   uint64_t chunk_length(ChunkId c) const;
   UffdMode uffd_mode() const { return uffd_.mode(); }
   const Source& source() const { return *source_; }
+  const Plan& plan() const { return *plan_; }
+  // The Plan's shutdown answer (None: ok; nullopt before the pager shut down).
+  std::optional<PlanError> plan_shutdown() const;
+  // After shutdown: the source and window report.
+  PagerSourceReport source_report() const;
+  PagerFaultReport fault_report() const;
+  // Negative control: ask the Plan to recycle chunk c's slot (an eviction) regardless of the
+  // pager's own rule. Refused with ConsumersLive while c has a consumer or a pin; if the
+  // Plan agrees, the chunk is evicted. Returns the Plan's answer.
+  PlanError try_recycle(ChunkId c);
 
   // Consumers: a chunk with a live consumer is never evicted.
   void enter(ChunkId c);
@@ -143,6 +243,8 @@ class Pager {
   void signal(uint64_t cursor);
   // The step events are attributed to in the trace.
   void set_step(uint64_t step);
+  // The last step the workload will run: nothing is read ahead for a later one.
+  void set_readahead_horizon(uint64_t last_step);
   // signal(cursor) (if any) and set_step(next) as one atomic update, so no pager decision
   // can see the new cursor with the old step. `oversize`: the new step runs oversize (no
   // live consumers on its chunks; per-thread pins instead). A step change drops every pin.
@@ -187,9 +289,33 @@ class Pager {
 
  private:
   enum class State : uint8_t { Absent, Filling, Resident };
+  enum class FillKind : uint8_t { Demand, Prefetch, Readahead };
   struct PendingFault {
     uintptr_t addr;
     uint64_t t_read_ns;
+    bool trigger;  // this fault started its chunk's demand read
+  };
+  // A read in a source window (pager thread only).
+  struct WindowOp {
+    bool busy = false;    // submitted, or landed and waiting for the rest of its bundle
+    bool landed = false;  // accepted by the Plan: HOST_READY
+    ChunkId chunk = 0;
+    uint64_t tag = 0;
+    uint32_t bundle = 0;
+    uint64_t submit_ns = 0;
+    Completion comp;
+  };
+  struct BundleRun {
+    bool live = false;
+    bool failed = false;
+    FillKind kind = FillKind::Demand;
+    BundleHandle handle = 0;
+    uint32_t n = 0, completed = 0;
+    bool ready = false;   // read-ahead: every read landed, waiting for its step
+    bool roomed = false;  // its chunks' room is counted in filling_
+    uint64_t target = 0;  // read-ahead: the step it is for
+    std::vector<ChunkId> chunks;  // capacity: the window count
+    std::vector<int32_t> wins;
   };
 
   void loop();
@@ -197,9 +323,26 @@ class Pager {
   void handle_unmap(uintptr_t start, uintptr_t end);
   bool serve_pending();
   bool maybe_prefetch();
+  bool maybe_readahead();
+  bool publish_readahead();
   bool make_room_locked(ChunkId for_chunk);
-  void evict_locked(ChunkId c);
-  bool fill(ChunkId c);
+  bool evict_locked(ChunkId c);
+  uint32_t free_windows() const;
+  int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
+  void issue_bundle(int bi);
+  bool reap_completions();
+  void on_completion(Completion&& c);
+  void publish_bundle(BundleRun& b);
+  void drop_bundle(BundleRun& b);
+  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind);
+  void close_reads();
+  std::span<const ChunkId> step_chunks_of(uint64_t step);
+  std::span<const ChunkId> readahead_chunks_of(uint64_t step);
+  template <class F>
+  void fail_with(F&& make);
+  template <class F>
+  void fail_locked_with(F&& make);
+  void run_due_failure_callback();
   bool publish(ChunkId c, const std::byte* data, uint64_t data_len);
   bool copy_pages(ChunkId c, const std::byte* data, uint64_t from_page);
   void maybe_collapse(ChunkId c);
@@ -215,6 +358,7 @@ class Pager {
   uint64_t first_page(ChunkId c) const { return c * chunk_pages_; }
   uint64_t pages_in(ChunkId c) const { return chunk_length(c) / page_; }
   void remove_resident_locked(ChunkId c);
+  void mark_evicted_locked(ChunkId c);
   void finish_registration();
 
   PagerConfig cfg_;
@@ -246,6 +390,7 @@ class Pager {
   std::vector<uint8_t> page_unmapped_;
   std::vector<uint32_t> mapped_pages_;
   std::vector<ChunkId> resident_list_;
+  uint32_t filling_ = 0;  // chunks Filling (their reads count against the budget)
   std::vector<unsigned char> mincore_buf_;
   std::vector<uint8_t> mincore_known_;
   std::string first_mismatch_;
@@ -253,13 +398,46 @@ class Pager {
   SignalAudit audit_;
   uint64_t step_ = 0;
   PagerStats st_;
-  LatencyHistogram fault_hist_, fill_hist_;
+  LatencyHistogram fault_hist_, fill_hist_, read_hist_;
   std::string error_;
   std::function<void()> on_failure_;
+  bool failure_callback_due_ = false;  // failed under mu_: the loop calls on_failure_
+
+  // The Plan over the region's chunks.
+  std::unique_ptr<PlanManifest> manifest_;
+  std::unique_ptr<Plan> plan_;
+  std::optional<PlanError> plan_shutdown_;
+  std::vector<SlotPhase> plan_phase_;      // reconcile scratch
+  std::vector<uint32_t> plan_consumers_;
 
   // Pager thread only.
   std::vector<PendingFault> pending_;
   std::vector<ChunkId> candidates_;
+  std::vector<WindowOp> wops_;          // one per source window
+  std::vector<BundleRun> bundles_;      // at most one per window at a time
+  uint32_t inflight_ = 0;               // reads submitted, completion not handled yet
+  bool fail_closed_ = false;            // a fatal rejection: no further read, copy or publication
+  uint32_t readahead_windows_ = 0;      // windows held by read-ahead bundles
+  uint32_t readahead_ready_ = 0;        // read-ahead bundles landed, waiting for their step
+  uint64_t reads_issued_ = 0;
+  int cfd_ = -1;                        // the source's completion eventfd (-1: blocking)
+  bool blocking_ = true;
+  uint64_t ra_done_step_ = UINT64_MAX;  // the step whose read-ahead is complete
+  uint64_t readahead_horizon_ = UINT64_MAX;  // guarded by mu_
+  std::vector<uint64_t> cur_mark_;      // chunk -> stamp of the step it is in (read-ahead)
+  uint64_t cur_stamp_ = 0;
+  std::vector<ChunkId> ra_chunks_;
+  std::vector<int32_t> req_slots_;      // a bundle's request (no allocation on the read path)
+  std::vector<uint32_t> req_objs_;
+  std::vector<uint64_t> req_tags_;
+  ChunkId one_chunk_ = 0;
+  AllocCounts alloc0_{}, alloc1_{};
+  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu_)
+  uint64_t closed_source_windows_free_ = 0;
+  uint64_t cancellations_ = 0;
+  PagerFaultReport fault_;
+  int fault_bundle_ = -1;               // the bundle the fault hook hit
+  bool fault_armed_ = false;
   bool watchdog_reported_ = false;
   std::atomic<size_t> pending_count_{0};
   std::atomic<int64_t> busy_chunk_{-1};      // chunk being filled, -1 when none

@@ -96,6 +96,7 @@ Plan::Plan(const PlanManifest& manifest, PlanConfig cfg) : m_(manifest), cfg_(st
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].addr = cfg_.slot_addresses[i];
   bundles_.resize(slots_.size());
   for (auto& b : bundles_) b.slots.reserve(cfg_.max_bundle);
+  scratch_slots_.reserve(cfg_.max_bundle);
   scratch_.assign(slots_.size(), 0);
 }
 
@@ -134,7 +135,9 @@ void Plan::vacate(Slot& s, int32_t /*index*/) {
   s.abandoned = false;
   s.pieces_issued = s.pieces_copied = s.pending = 0;
   s.landed = 0;
-  s.consumers = s.acquired = s.finished = 0;
+  // Open consumers hold the slot itself, whatever version it holds (or none).
+  if (!cfg_.open_consumers) s.consumers = 0;
+  s.acquired = s.finished = 0;
   s.tag = 0;
 }
 
@@ -217,6 +220,33 @@ PlanResult<BundleHandle> Plan::request(const uint32_t* objects, const uint64_t* 
   uint32_t bi = 0;
   while (bi < bundles_.size() && bundles_[bi].live) ++bi;
   if (bi == bundles_.size()) return {fail(PlanError::NoFreeSlot)};  // unreachable: one slot per bundle at least
+  std::vector<int32_t>& chosen = scratch_slots_;  // reserved capacity: no allocation here
+  chosen.clear();
+  for (int32_t si = 0; chosen.size() < n; ++si)
+    if (slots_[static_cast<size_t>(si)].phase == SlotPhase::Vacant) chosen.push_back(si);
+  return start_bundle(bi, chosen.data(), objects, tags, n);
+}
+
+PlanResult<BundleHandle> Plan::request_slots(const int32_t* slots, const uint32_t* objects, const uint64_t* tags,
+                                             uint32_t n) {
+  std::lock_guard lk(mu_);
+  if (shut_down_) return {fail(PlanError::ShutDown)};
+  if (n == 0 || n > cfg_.max_bundle) return {fail(PlanError::InvalidArgument)};
+  for (uint32_t i = 0; i < n; ++i) {
+    if (objects[i] >= m_.object_count() || slots[i] < 0 || static_cast<size_t>(slots[i]) >= slots_.size())
+      return {fail(PlanError::InvalidArgument)};
+    if (slots_[static_cast<size_t>(slots[i])].phase != SlotPhase::Vacant) return {fail(PlanError::InvalidTransition)};
+    for (uint32_t k = 0; k < i; ++k)
+      if (slots[k] == slots[i]) return {fail(PlanError::InvalidArgument)};
+  }
+  uint32_t bi = 0;
+  while (bi < bundles_.size() && bundles_[bi].live) ++bi;
+  if (bi == bundles_.size()) return {fail(PlanError::NoFreeSlot)};  // unreachable: a live bundle holds a slot
+  return start_bundle(bi, slots, objects, tags, n);
+}
+
+PlanResult<BundleHandle> Plan::start_bundle(uint32_t bi, const int32_t* slots, const uint32_t* objects,
+                                            const uint64_t* tags, uint32_t n) {
   Bundle& b = bundles_[bi];
   b.live = true;
   b.failed = false;
@@ -224,19 +254,16 @@ PlanResult<BundleHandle> Plan::request(const uint32_t* objects, const uint64_t* 
   b.epoch = epoch_;
   b.count = n;
   b.slots.clear();
-  size_t si = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    while (slots_[si].phase != SlotPhase::Vacant) ++si;
-    Slot& s = slots_[si];
-    vacate(s, static_cast<int32_t>(si));
+    Slot& s = slots_[static_cast<size_t>(slots[i])];
+    vacate(s, slots[i]);
     s.phase = SlotPhase::Loading;
     ++s.generation;
     s.epoch = epoch_;
     s.object = objects[i];
     s.tag = tags[i];
     s.bundle = static_cast<int32_t>(bi);
-    b.slots.push_back(static_cast<int32_t>(si));  // within the reserved capacity
-    ++si;
+    b.slots.push_back(slots[i]);  // within the reserved capacity
   }
   ++c_.requests;
   transitioned(false);
@@ -462,7 +489,8 @@ PlanError Plan::publish(BundleHandle h) {
   if (b->failed) ++published_failed_;  // guarded above; eager reconcile watches it
   for (int32_t si : b->slots) {
     Slot& s = slots_[static_cast<size_t>(si)];
-    s.phase = SlotPhase::DeviceReady;
+    // Open consumers: a slot held before its version was published is in use at once.
+    s.phase = cfg_.open_consumers && s.consumers > 0 ? SlotPhase::InUse : SlotPhase::DeviceReady;
     s.bundle = -1;
     ++c_.objects_published;
     c_.bytes_published += s.landed;
@@ -478,11 +506,21 @@ PlanError Plan::recycle(int32_t slot) {
   std::lock_guard lk(mu_);
   if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return fail(PlanError::InvalidArgument);
   Slot& s = slots_[static_cast<size_t>(slot)];
-  if (s.phase == SlotPhase::InUse || s.phase == SlotPhase::DeviceReady) {
-    ++c_.recycle_refusals;
-    return fail(s.consumers > 0 ? PlanError::ConsumersLive : PlanError::NotConsumed);
+  if (cfg_.open_consumers) {
+    // A live consumer forbids reuse in every phase; an unheld published version may go.
+    if (s.consumers > 0 || s.phase == SlotPhase::InUse) {
+      ++c_.recycle_refusals;
+      return fail(PlanError::ConsumersLive);
+    }
+    if (s.phase != SlotPhase::Recyclable && s.phase != SlotPhase::DeviceReady) return fail(PlanError::InvalidTransition);
+    if (s.phase == SlotPhase::DeviceReady) ++c_.recycled_unconsumed;
+  } else {
+    if (s.phase == SlotPhase::InUse || s.phase == SlotPhase::DeviceReady) {
+      ++c_.recycle_refusals;
+      return fail(s.consumers > 0 ? PlanError::ConsumersLive : PlanError::NotConsumed);
+    }
+    if (s.phase != SlotPhase::Recyclable) return fail(PlanError::InvalidTransition);
   }
-  if (s.phase != SlotPhase::Recyclable) return fail(PlanError::InvalidTransition);
   vacate(s, slot);
   ++c_.recycles;
   transitioned();
@@ -546,7 +584,9 @@ PlanError Plan::shutdown() {
   for (uint32_t bi = 0; bi < bundles_.size(); ++bi) invalidate_bundle(bi);
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    if (s.phase == SlotPhase::DeviceReady || s.phase == SlotPhase::InUse) ++c_.versions_discarded;
+    if (s.phase == SlotPhase::DeviceReady || s.phase == SlotPhase::InUse ||
+        (cfg_.open_consumers && s.phase == SlotPhase::Recyclable))
+      ++c_.versions_discarded;
     if (s.phase != SlotPhase::Vacant) vacate(s, static_cast<int32_t>(i));
   }
   shut_down_ = true;
@@ -559,6 +599,7 @@ PlanError Plan::shutdown() {
 PlanResult<ConsumerTicket> Plan::acquire(uint64_t tag, uint32_t object) {
   std::lock_guard lk(mu_);
   if (shut_down_) return {fail(PlanError::ShutDown)};
+  if (cfg_.open_consumers) return {fail(PlanError::InvalidTransition)};  // hold/unhold instead
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if ((s.phase != SlotPhase::DeviceReady && s.phase != SlotPhase::InUse && s.phase != SlotPhase::Recyclable) ||
@@ -586,6 +627,7 @@ PlanResult<ConsumerTicket> Plan::acquire(uint64_t tag, uint32_t object) {
 
 PlanError Plan::release(const ConsumerTicket& t) {
   std::lock_guard lk(mu_);
+  if (cfg_.open_consumers) return fail(PlanError::InvalidTransition);  // hold/unhold instead
   if (t.slot < 0 || static_cast<size_t>(t.slot) >= slots_.size()) return fail(PlanError::InvalidArgument);
   Slot& s = slots_[static_cast<size_t>(t.slot)];
   if (s.generation != t.generation) return fail(PlanError::StaleGeneration);
@@ -596,6 +638,37 @@ PlanError Plan::release(const ConsumerTicket& t) {
   ++c_.consumer_releases;
   if (s.consumers == 0 && s.finished == cfg_.consumers) s.phase = SlotPhase::Recyclable;
   transitioned();
+  return PlanError::None;
+}
+
+PlanError Plan::hold(int32_t slot) {
+  std::lock_guard lk(mu_);
+  if (shut_down_) return fail(PlanError::ShutDown);
+  if (!cfg_.open_consumers) return fail(PlanError::InvalidTransition);
+  if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return fail(PlanError::InvalidArgument);
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  ++s.consumers;
+  ++c_.consumer_acquires;
+  // DEVICE_READY -> IN_USE (first consumer), RECYCLABLE -> IN_USE (the cached version reused);
+  // VACANT and LOADING keep their phase: the version the consumer waits for is not visible yet.
+  const bool visible = s.phase == SlotPhase::DeviceReady || s.phase == SlotPhase::Recyclable;
+  if (visible) s.phase = SlotPhase::InUse;
+  transitioned(visible);
+  return PlanError::None;
+}
+
+PlanError Plan::unhold(int32_t slot) {
+  std::lock_guard lk(mu_);
+  if (shut_down_) return fail(PlanError::ShutDown);
+  if (!cfg_.open_consumers) return fail(PlanError::InvalidTransition);
+  if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return fail(PlanError::InvalidArgument);
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.consumers == 0) return fail(PlanError::InvalidTransition);
+  --s.consumers;
+  ++c_.consumer_releases;
+  const bool last = s.consumers == 0 && s.phase == SlotPhase::InUse;
+  if (last) s.phase = SlotPhase::Recyclable;
+  transitioned(last);
   return PlanError::None;
 }
 
@@ -691,6 +764,14 @@ bool Plan::reconcile() {
   return check_locked();
 }
 
+void Plan::slot_states(SlotPhase* phases, uint32_t* consumers) const {
+  std::lock_guard lk(mu_);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    phases[i] = slots_[i].phase;
+    consumers[i] = slots_[i].consumers;
+  }
+}
+
 // ---- the invariant check ---------------------------------------------------------------------
 
 bool Plan::check_locked() {
@@ -741,12 +822,13 @@ bool Plan::check_locked() {
     consumers += s.consumers;
     if (scratch_[i] != s.pending) bad("slot %zu counts %u pending reads, %u tickets target it", i, s.pending, scratch_[i]);
     const PlanObject* o = s.object < m_.object_count() ? &m_.object(s.object) : nullptr;
+    const bool open = cfg_.open_consumers;
     switch (s.phase) {
       case SlotPhase::Vacant:
-        if (s.pending || s.consumers || s.bundle != -1) bad("slot %zu is VACANT but holds work", i);
+        if (s.pending || (s.consumers && !open) || s.bundle != -1) bad("slot %zu is VACANT but holds work", i);
         break;
       case SlotPhase::Loading:
-        if (s.consumers || s.acquired) bad("slot %zu is LOADING with consumers", i);
+        if ((s.consumers && !open) || s.acquired) bad("slot %zu is LOADING with consumers", i);
         if (s.bundle < 0 || !bundles_[static_cast<size_t>(s.bundle)].live) bad("slot %zu is LOADING without a live bundle", i);
         if (!o || s.pieces_issued > o->pieces || s.pieces_copied > s.pieces_issued || s.landed > o->logical_bytes)
           bad("slot %zu movement counts are out of range", i);
@@ -761,6 +843,11 @@ bool Plan::check_locked() {
           bad("published slot %zu holds %llu bytes, its object %llu", i, static_cast<unsigned long long>(s.landed),
               static_cast<unsigned long long>(o ? o->logical_bytes : 0));
         if (s.phase == SlotPhase::DeviceReady && (s.acquired || s.consumers)) bad("slot %zu is DEVICE_READY but acquired", i);
+        if (open) {
+          if (s.phase == SlotPhase::InUse && s.consumers == 0) bad("slot %zu is IN_USE without a live consumer", i);
+          if (s.phase == SlotPhase::Recyclable && s.consumers) bad("slot %zu is RECYCLABLE with %u live consumer(s)", i, s.consumers);
+          break;
+        }
         if (s.phase == SlotPhase::InUse &&
             (s.finished + s.consumers != s.acquired || s.acquired > cfg_.consumers ||
              (s.consumers == 0 && s.finished >= cfg_.consumers)))

@@ -36,6 +36,17 @@
 // the source (io_uring: the SQE's user_data points at the engine's preallocated op record,
 // which carries the tag) and back with the completion.
 //
+// Open consumers (PlanConfig::open_consumers; the pager, where a slot is one chunk of the
+// region): versions are not declared to a fixed set of consumers. A consumer holds a slot
+// (hold/unhold) in any phase, before its version is published too (a step enters its chunks
+// before their faults fill them); publication of a held slot goes on to IN_USE, the last
+// unhold of a published slot makes it RECYCLABLE, a hold of a RECYCLABLE (cached) version
+// makes it IN_USE again (reuse of the same generation), and recycle() takes a RECYCLABLE or
+// a never-held DEVICE_READY version (published ahead, evicted unused) to VACANT. A slot
+// with a live consumer is never recycled (ConsumersLive): that is the pager's eviction
+// rule, enforced here. Slots are requested by index (request_slots), since a chunk's slot
+// is its stable address.
+//
 // Thread safety: every method locks one mutex; the producer (requests, reads, copies,
 // publication, recycling, reset, shutdown) and the consumers (acquire, release) may call
 // concurrently. Nothing here allocates after construction.
@@ -163,6 +174,7 @@ struct PlanCounters {
   uint64_t shutdown_refusals = 0;
   uint64_t resets = 0;
   uint64_t versions_discarded = 0;    // published versions vacated unconsumed (shutdown)
+  uint64_t recycled_unconsumed = 0;   // open consumers: DEVICE_READY versions recycled never held
   uint64_t reconcile_checks = 0;
   uint64_t reconcile_violations = 0;
   std::array<uint64_t, static_cast<size_t>(PlanError::Count)> errors{};  // every non-ok result
@@ -189,6 +201,7 @@ struct PlanConfig {
   uint32_t consumers = 1;                  // declared consumers of every version
   uint32_t max_bundle = 1;                 // most objects one request may bundle
   bool eager_reconcile = false;            // check every invariant after every transition
+  bool open_consumers = false;             // hold/unhold in any phase (the pager; header)
 };
 
 class Plan {
@@ -205,6 +218,10 @@ class Plan {
   // Reserve VACANT slots (lowest first) for `n` objects as one bundle: VACANT -> LOADING,
   // each slot's generation advances. `tags` are the request tags consumers acquire by.
   PlanResult<BundleHandle> request(const uint32_t* objects, const uint64_t* tags, uint32_t n);
+  // The same for the given slots (each must be VACANT: else InvalidTransition, nothing
+  // changes): the pager's chunk c is slot c.
+  PlanResult<BundleHandle> request_slots(const int32_t* slots, const uint32_t* objects, const uint64_t* tags,
+                                         uint32_t n);
   // Slot of the i-th object of a live bundle.
   PlanResult<int32_t> bundle_slot(BundleHandle b, uint32_t i) const;
   // Issue the ticket for the next unissued piece of `slot` into FREE window `window`:
@@ -239,6 +256,9 @@ class Plan {
   PlanResult<ConsumerTicket> acquire(uint64_t tag, uint32_t object);
   // One declared consumer finished: the last one makes the slot RECYCLABLE.
   PlanError release(const ConsumerTicket& t);
+  // Open consumers (header): a consumer holds / lets go of `slot`, in any phase.
+  PlanError hold(int32_t slot);
+  PlanError unhold(int32_t slot);
 
   // ---- observation ----------------------------------------------------------------------
   // Every successful transition advances the version; waiters wake on a change.
@@ -261,6 +281,9 @@ class Plan {
   uint32_t live_tickets() const;
   // Runs the invariant check now (counts like an eager check); true when it holds.
   bool reconcile();
+  // Every slot's phase and live consumers, into caller-owned arrays of slot_count() entries
+  // (no allocation; the pager compares them with its books).
+  void slot_states(SlotPhase* phases, uint32_t* consumers) const;
 
  private:
   friend struct PlanTestAccess;
@@ -306,6 +329,8 @@ class Plan {
   void transitioned(bool wake = true);  // version, counters, eager check, wake waiters (lock held)
   void retire(Ticket& t, int32_t window);
   void vacate(Slot& s, int32_t index);
+  PlanResult<BundleHandle> start_bundle(uint32_t bi, const int32_t* slots, const uint32_t* objects,
+                                        const uint64_t* tags, uint32_t n);  // lock held, checked
   void maybe_free_bundle(uint32_t b);
   void fail_bundle(uint32_t b);
   void invalidate_bundle(uint32_t b);
@@ -325,6 +350,7 @@ class Plan {
   std::vector<Ticket> tickets_;  // one per window
   std::vector<Slot> slots_;
   std::vector<Bundle> bundles_;
+  std::vector<int32_t> scratch_slots_;  // request()'s choice of vacant slots (lock held)
   PlanCounters c_;
   RejectionRecord first_rejection_;
   char first_violation_[256] = {0};

@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "clock.hpp"
 #include "errors.hpp"
 #include "fsutil.hpp"
 #include "pager.hpp"
+#include "pager_record.hpp"
 #include "pattern.hpp"
 #include "policy.hpp"
 #include "proc_io.hpp"
@@ -55,10 +57,6 @@ std::optional<SignalKind> parse_signal(std::string_view s) {
   return std::nullopt;
 }
 
-namespace {
-
-constexpr uint64_t kPage = 4096;
-
 std::optional<PolicyKind> policy_of(Arm a) {
   switch (a) {
     case Arm::PagerLru: return PolicyKind::Lru;
@@ -70,11 +68,9 @@ std::optional<PolicyKind> policy_of(Arm a) {
   return std::nullopt;
 }
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
+namespace {
+
+constexpr uint64_t kPage = 4096;
 
 // The compute phase: burn CPU (not sleep), as a matmul would.
 void busy_work(uint64_t us) {
@@ -97,6 +93,8 @@ nlohmann::json config_json(const ScanConfig& c) {
           {"compute_us", c.compute_us},
           {"signal", to_string(c.signal)},
           {"source", to_string(c.source)},
+          {"windows", c.windows.value_or(c.source == SourceEngine::Uring ? 8 : 1)},
+          {"depth", c.depth.value_or(c.windows.value_or(c.source == SourceEngine::Uring ? 8 : 1))},
           {"prefetch_depth", c.prefetch_depth},
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
@@ -221,6 +219,7 @@ int run_scan(const ScanConfig& cfg) {
   if (!(cfg.watchdog_s > 0)) throw InputError("--watchdog-s must be positive");
   if (cfg.arm == Arm::PagerPrefetch && cfg.prefetch_depth == 0)
     throw InputError("--prefetch-depth must be at least 1 for pager-prefetch");
+  check_source_flags(cfg.source, cfg.windows, cfg.depth);
   const uint64_t file_bytes = region_size(cfg.region);
   const uint64_t chunks = (file_bytes + cfg.chunk_size - 1) / cfg.chunk_size;
   if (chunks > UINT32_MAX) throw InputError("too many chunks");
@@ -243,9 +242,12 @@ int run_scan(const ScanConfig& cfg) {
 
   if (policy_kind) {
     if (!cfg.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg.arm)));
-    auto source = open_source(cfg.source, cfg.region, cfg.chunk_size);
+    SourceOptions so;
+    so.windows = cfg.windows.value_or(cfg.source == SourceEngine::Uring ? 8 : 1);
+    so.depth = cfg.depth.value_or(so.windows);
+    auto source = open_source(cfg.source, cfg.region, cfg.chunk_size, so);
     window_bytes = source->window_bytes();
-    // The pager pays for its own memory out of the weight budget: its window, and the
+    // The pager pays for its own memory out of the weight budget: its windows, and the
     // page-table pages that map its region (they stay charged after MADV_DONTNEED).
     page_table_bytes = Pager::page_table_reserve(chunks * cfg.chunk_size);
     const uint64_t own = window_bytes + page_table_bytes;
@@ -267,6 +269,8 @@ int run_scan(const ScanConfig& cfg) {
     pc.prefetch_depth = cfg.arm == Arm::PagerPrefetch && !cfg.calibrate ? cfg.prefetch_depth : 0;
     pc.eager_reconcile = cfg.eager_reconcile;
     pc.watchdog_s = cfg.watchdog_s;
+    // F: chunk s+1 is read while step s is walked.
+    pc.readahead = cfg.source == SourceEngine::Uring && !cfg.calibrate;
     pager = std::make_unique<Pager>(std::move(source), make_policy(*policy_kind, static_cast<uint32_t>(chunks)), pc,
                                     &trace);
     base = pager->base();
@@ -312,6 +316,7 @@ int run_scan(const ScanConfig& cfg) {
       done_cv.notify_all();
     });
     pager->set_step(0);
+    if (steps > 0) pager->set_readahead_horizon(steps - 1);
     pager->start();
   }
 
@@ -371,18 +376,15 @@ int run_scan(const ScanConfig& cfg) {
                      {"verify_errors", walk.bad_words.load()},
                      {"max_resident_chunks", ps.max_resident_chunks},
                      {"reconcile_checks", ps.reconcile_checks},
-                     {"reconcile_mismatches", ps.reconcile_mismatches}};
+                     {"reconcile_mismatches", ps.reconcile_mismatches},
+                     {"exposed_source_wait_ns", ps.exposed_wait_ns},
+                     {"waited_faults", ps.waited_faults}};
     j["latency_ns"] = {{"fault_p50", ps.fault_p50_ns}, {"fault_p99", ps.fault_p99_ns},
                        {"fault_max", ps.fault_max_ns}, {"fill_p50", ps.fill_p50_ns},
                        {"fill_p99", ps.fill_p99_ns}};
-    j["source_stats"] = {{"engine", pager ? nlohmann::json(to_string(pager->source().engine())) : nlohmann::json(nullptr)},
-                         {"alignment", pager ? pager->source().alignment() : 0},
-                         {"reads", ss.reads},
-                         {"logical_bytes", ss.logical_bytes},
-                         {"physical_bytes", ss.physical_bytes},
-                         {"padding_bytes", ss.padding_bytes},
-                         {"rejections", ss.rejections},
-                         {"read_ns", ss.read_ns}};
+    j["source_stats"] = pager_source_json(pager.get());
+    j["plan"] = pager_plan_json(pager.get());
+    j["readahead"] = pager_readahead_json(pager.get());
     j["wall_ns"] = now_ns() - t0;
     j["trace"] = {{"file", "trace.bin"}, {"records", trace.size()}};
     return j;
@@ -436,6 +438,8 @@ int run_scan(const ScanConfig& cfg) {
             " mismatch(es) between the pager's books and mincore; first: " + pager->first_mismatch();
   } else if (pager && !cfg.calibrate && pager->audit().out_of_order() > 0) {
     error = "signal audit: " + std::to_string(pager->audit().out_of_order()) + " consumption signal(s) out of step order";
+  } else if (pager) {
+    error = pager_close_error(*pager);
   }
   auto j = base_record(error.empty(), error);
   j["wall_ns"] = wall;

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "policy.hpp"
 #include "source.hpp"
 
 namespace resid {
@@ -19,6 +20,8 @@ const char* to_string(Arm a);
 const char* to_string(SignalKind s);
 std::optional<Arm> parse_arm(std::string_view s);
 std::optional<SignalKind> parse_signal(std::string_view s);
+// The pager arm's cache policy; nullopt for kernel-mmap.
+std::optional<PolicyKind> policy_of(Arm a);
 
 struct ScanConfig {
   std::string region;
@@ -32,6 +35,8 @@ struct ScanConfig {
   uint64_t compute_us = 0;
   SignalKind signal = SignalKind::AllThreadsFinished;
   SourceEngine source = SourceEngine::Direct;
+  std::optional<uint32_t> windows;  // default 8 for uring, 1 for the blocking engines
+  std::optional<uint32_t> depth;    // default windows
   uint32_t prefetch_depth = 2;
   bool eager_reconcile = false;
   double watchdog_s = 60;

@@ -68,6 +68,14 @@ class Source {
   virtual void drain() = 0;
   // The window the next submit() will use, or -1 when none is free (or unknown).
   virtual int free_window() const { return -1; }
+  // Windows FREE now (not reading, not holding a completion).
+  virtual size_t windows_free() const { return free_window() >= 0 ? 1 : 0; }
+  // Most reads in flight at once (the blocking engines: 1).
+  virtual size_t max_inflight() const { return 1; }
+  // A file descriptor that becomes readable when a completion is ready (an eventfd the
+  // engine signals; read it to re-arm), or -1 when completions are ready when submit()
+  // returns (the blocking engines). The first call sets it up.
+  virtual int completion_fd() { return -1; }
 
   virtual SourceStats stats() const = 0;
 };
@@ -87,6 +95,21 @@ struct SourceOptions {
 };
 std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
                                     size_t window_capacity, const SourceOptions& opts);
+
+// --windows / --depth of the subcommands that take them (InputError, naming the flag): the
+// blocking engines have one window and depth 1; uring needs 1 <= depth <= windows.
+void check_source_flags(SourceEngine engine, std::optional<uint32_t> windows, std::optional<uint32_t> depth);
+
+// The engines' common open: the file read-only (O_DIRECT when `direct`), a regular file, its
+// size, and for O_DIRECT the request alignment the filesystem reports (4096 when it does not
+// say; 1 without O_DIRECT). InputError (naming --source buffered for a filesystem without
+// direct I/O) otherwise; the caller owns fd.
+struct SourceFile {
+  int fd = -1;
+  uint64_t size = 0;
+  uint32_t alignment = 1;
+};
+SourceFile open_source_file(const std::string& path, bool direct);
 
 // submit + reap(wait) for callers that want one blocking read.
 Completion read_blocking(Source& src, const Extent& e, uint64_t tag = 0);

@@ -1,51 +1,23 @@
 #include "source_blocking.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <stdexcept>
 
-#include "dio_align.hpp"
+#include "alloc_count.hpp"
+#include "clock.hpp"
 #include "errors.hpp"
 
 namespace resid {
 
-namespace {
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-}  // namespace
-
 BlockingSource::BlockingSource(SourceEngine engine, const std::string& path,
                                size_t window_capacity)
     : engine_(engine), path_(path), windows_(1, window_capacity) {
-  const int flags = O_RDONLY | O_CLOEXEC | (engine == SourceEngine::Direct ? O_DIRECT : 0);
-  fd_ = ::open(path.c_str(), flags);
-  if (fd_ < 0) {
-    const int e = errno;
-    if (engine == SourceEngine::Direct && e == EINVAL)
-      throw InputError("cannot open " + path + " with O_DIRECT (EINVAL): the filesystem does not "
-                       "support direct I/O; use --source buffered or put the file elsewhere");
-    throw InputError("cannot open " + path + " (" + errno_name(e) + ")");
-  }
-  struct stat st{};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    throw InputError("not a regular file: " + path);
-  }
-  file_size_ = static_cast<uint64_t>(st.st_size);
-  if (engine == SourceEngine::Direct) {
-    // Use what the filesystem reports; 4096 is safe for every block size up to the page.
-    const uint32_t a = dio_offset_alignment(fd_);
-    align_ = a ? a : 4096;
-  }
+  const SourceFile f = open_source_file(path, engine == SourceEngine::Direct);
+  fd_ = f.fd;
+  file_size_ = f.size;
+  align_ = f.alignment;
 }
 
 BlockingSource::~BlockingSource() {
@@ -77,6 +49,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
     return path_ + " [" + std::to_string(e.offset) + ", +" + std::to_string(e.length) + ")";
   };
   if (e.length == 0 || e.offset > file_size_ || e.length > file_size_ - e.offset) {
+    RejectionPathScope scope;  // the message is the rejection's, not the read path's
     windows_.transition(w, WindowState::Reading, WindowState::HostReady);
     ready_ = reject(std::move(c), RejectReason::OutsideFile, "extent " + what() + " is outside the file (" +
                                       std::to_string(file_size_) + " bytes)");
@@ -89,6 +62,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   const uint64_t head = e.offset - start;
   const uint64_t span = end - start;
   if (span > windows_.capacity()) {
+    RejectionPathScope scope;
     windows_.transition(w, WindowState::Reading, WindowState::HostReady);
     ready_ = reject(std::move(c), RejectReason::TooLarge, "extent " + what() + " needs " + std::to_string(span) +
                                       " aligned bytes, the window holds " +
@@ -109,8 +83,10 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   windows_.transition(w, WindowState::Reading, WindowState::HostReady);
 
   if (n < 0) {
+    RejectionPathScope scope;
     ready_ = reject(std::move(c), RejectReason::Failed, "read of " + what() + " failed (" + errno_name(err) + ")");
   } else if (static_cast<uint64_t>(n) < head + e.length) {
+    RejectionPathScope scope;
     // A short completion never publishes: the missing tail would read as garbage.
     const uint64_t got = static_cast<uint64_t>(n) > head ? static_cast<uint64_t>(n) - head : 0;
     ready_ = reject(std::move(c), RejectReason::ShortRead, "short read of " + what() + ": got " + std::to_string(got) +

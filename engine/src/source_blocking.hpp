@@ -28,6 +28,7 @@ class BlockingSource final : public Source {
   void release(const Completion& c) override;
   void drain() override {}
   int free_window() const override { return ready_ ? -1 : windows_.find_free(); }
+  size_t windows_free() const override { return windows_.find_free() >= 0 ? 1 : 0; }
   SourceStats stats() const override { return stats_; }
 
  private:

@@ -1,27 +1,19 @@
 #include "source_uring.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <stdexcept>
 
 #include "alloc_count.hpp"
-#include "dio_align.hpp"
+#include "clock.hpp"
 #include "errors.hpp"
 
 namespace resid {
 
 namespace {
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 unsigned pow2_at_least(size_t n) {
   unsigned v = 1;
@@ -39,22 +31,10 @@ UringSource::UringSource(const std::string& path, size_t window_capacity, const 
   if (depth_ > opts.windows)
     throw InputError("uring depth " + std::to_string(depth_) + " exceeds the window count " +
                      std::to_string(opts.windows) + " (a read in flight holds a window)");
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (fd_ < 0) {
-    const int e = errno;
-    if (e == EINVAL)
-      throw InputError("cannot open " + path + " with O_DIRECT (EINVAL): the filesystem does not "
-                       "support direct I/O; use --source buffered or put the file elsewhere");
-    throw InputError("cannot open " + path + " (" + errno_name(e) + ")");
-  }
-  struct stat st{};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    throw InputError("not a regular file: " + path);
-  }
-  file_size_ = static_cast<uint64_t>(st.st_size);
-  const uint32_t a = dio_offset_alignment(fd_);
-  align_ = a ? a : 4096;
+  const SourceFile f = open_source_file(path, true);
+  fd_ = f.fd;
+  file_size_ = f.size;
+  align_ = f.alignment;
   if (windows_.capacity() % align_ != 0) {
     ::close(fd_);
     throw InputError("window capacity " + std::to_string(windows_.capacity()) +
@@ -96,7 +76,21 @@ UringSource::~UringSource() {
     --inflight_;
   }
   if (ring_ready_) io_uring_queue_exit(&ring_);
+  if (event_fd_ >= 0) ::close(event_fd_);
   if (fd_ >= 0) ::close(fd_);
+}
+
+int UringSource::completion_fd() {
+  if (event_fd_ >= 0) return event_fd_;
+  const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) throw RunError("eventfd for io_uring completions failed (" + errno_name(errno) + ")");
+  const int r = io_uring_register_eventfd(&ring_, fd);
+  if (r < 0) {
+    ::close(fd);
+    throw RunError("io_uring_register_eventfd failed (" + errno_name(-r) + ")");
+  }
+  event_fd_ = fd;
+  return event_fd_;
 }
 
 void UringSource::inject(UringFaultKind kind, uint64_t at_submission) {

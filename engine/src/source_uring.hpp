@@ -61,12 +61,16 @@ class UringSource final : public Source {
   void release(const Completion& c) override;
   void drain() override;
   int free_window() const override;
+  size_t windows_free() const override;
+  size_t max_inflight() const override { return depth_; }
+  // An eventfd registered with the ring (io_uring_register_eventfd): readable once a
+  // completion is posted. Made on the first call.
+  int completion_fd() override;
   SourceStats stats() const override { return stats_; }
 
   size_t depth() const { return depth_; }
   bool registered_buffers() const { return registered_; }
   size_t inflight() const { return inflight_; }
-  size_t windows_free() const;
   unsigned ring_entries() const { return entries_; }
 
   void inject(UringFaultKind kind, uint64_t at_submission);
@@ -100,6 +104,7 @@ class UringSource final : public Source {
   unsigned entries_ = 0;
   bool registered_ = false;
   bool ring_ready_ = false;
+  int event_fd_ = -1;
   WindowPool windows_;
   std::vector<Op> ops_;           // one per window
   std::vector<int> pre_rejects_;  // ring of windows whose read was rejected at submit

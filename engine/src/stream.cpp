@@ -17,6 +17,7 @@
 
 #include "alloc_count.hpp"
 #include "checksum.hpp"
+#include "clock.hpp"
 #include "errors.hpp"
 #include "fsutil.hpp"
 #include "latency.hpp"
@@ -62,11 +63,6 @@ bool fault_is_fatal(FaultCell f) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
 
 std::string hex64(uint64_t v) {
   char b[17];

@@ -1,10 +1,8 @@
 #include "stream_cli.hpp"
 
-#include <cerrno>
-#include <cstdlib>
-#include <limits>
 #include <string>
 
+#include "cli_util.hpp"
 #include "errors.hpp"
 #include "stream.hpp"
 
@@ -24,29 +22,6 @@ struct StreamCli {
   CLI::Option *windows_opt = nullptr, *depth_opt = nullptr;
 };
 
-namespace {
-
-// Digits only, within the type (no sign, fraction, exponent or wrap-around).
-CLI::Validator unsigned_max(uint64_t max) {
-  return CLI::Validator(
-      [max](std::string& v) -> std::string {
-        if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
-          return "'" + v + "' is not a non-negative integer";
-        errno = 0;
-        const unsigned long long x = std::strtoull(v.c_str(), nullptr, 10);
-        if (errno == ERANGE || x > max) return "'" + v + "' is larger than " + std::to_string(max);
-        return {};
-      },
-      "UINT");
-}
-
-template <class T>
-CLI::Option* add_u(CLI::App* app, const std::string& name, T& var, const std::string& help) {
-  return app->add_option(name, var, help)->check(unsigned_max(std::numeric_limits<T>::max()));
-}
-
-}  // namespace
-
 std::shared_ptr<StreamCli> add_stream_subcommand(CLI::App& app) {
   auto cli = std::make_shared<StreamCli>();
   StreamConfig& c = cli->cfg;
@@ -55,20 +30,20 @@ std::shared_ptr<StreamCli> add_stream_subcommand(CLI::App& app) {
   cli->file = s->add_option("--file", c.file, "the canonical file (required)");
   cli->out = s->add_option("--out", c.out, "run directory, created (required)");
   cli->manifest = s->add_option("--manifest", c.manifest, "objects.json: objects and their extents");
-  cli->object_bytes_opt = add_u(s, "--object-bytes", cli->object_bytes, "fixed-size objects tiling the file");
+  cli->object_bytes_opt = add_uint(s, "--object-bytes", cli->object_bytes, "fixed-size objects tiling the file");
   s->add_option("--source", cli->source, "buffered | direct | uring")
       ->check(CLI::IsMember({"buffered", "direct", "uring"}))
       ->capture_default_str();
-  cli->windows_opt = add_u(s, "--windows", cli->windows, "host windows (default 8 for uring, 1 otherwise)");
-  cli->depth_opt = add_u(s, "--depth", cli->depth, "most reads in flight (default: --windows)");
-  add_u(s, "--window-bytes", c.window_bytes, "window capacity, a multiple of 4096")->capture_default_str();
+  cli->windows_opt = add_uint(s, "--windows", cli->windows, "host windows (default 8 for uring, 1 otherwise)");
+  cli->depth_opt = add_uint(s, "--depth", cli->depth, "most reads in flight (default: --windows)");
+  add_uint(s, "--window-bytes", c.window_bytes, "window capacity, a multiple of 4096")->capture_default_str();
   s->add_option("--register-buffers", cli->register_buffers, "uring: register the windows (read_fixed): on | off")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  add_u(s, "--slots", c.slots, "slots of stable addresses")->capture_default_str();
-  add_u(s, "--consumers", c.consumers, "consumer threads; each version is declared to all of them")->capture_default_str();
-  add_u(s, "--passes", c.passes, "passes over the declared order")->capture_default_str();
-  add_u(s, "--bundle", c.bundle, "objects per request (published all-or-nothing)")->capture_default_str();
+  add_uint(s, "--slots", c.slots, "slots of stable addresses")->capture_default_str();
+  add_uint(s, "--consumers", c.consumers, "consumer threads; each version is declared to all of them")->capture_default_str();
+  add_uint(s, "--passes", c.passes, "passes over the declared order")->capture_default_str();
+  add_uint(s, "--bundle", c.bundle, "objects per request (published all-or-nothing)")->capture_default_str();
   s->add_flag("--eager-reconcile", c.eager_reconcile, "check every Plan invariant after every transition");
   s->add_option("--fault", cli->fault,
                 "none | short-read | eio | out-of-order | stale-completion | wrong-object | held-consumer | "
@@ -76,8 +51,8 @@ std::shared_ptr<StreamCli> add_stream_subcommand(CLI::App& app) {
       ->check(CLI::IsMember({"none", "short-read", "eio", "out-of-order", "stale-completion", "wrong-object",
                              "held-consumer", "reset-outstanding", "shutdown-live-consumer", "bundle-extent-failure"}))
       ->capture_default_str();
-  add_u(s, "--fault-at", c.fault_at, "read index the fault fires at (a step index for held-consumer)")->capture_default_str();
-  cli->pattern_seed_opt = add_u(s, "--pattern-seed", cli->pattern_seed,
+  add_uint(s, "--fault-at", c.fault_at, "read index the fault fires at (a step index for held-consumer)")->capture_default_str();
+  cli->pattern_seed_opt = add_uint(s, "--pattern-seed", cli->pattern_seed,
                                 "the file is a mkregion region of this seed: checksums from the pattern, not a read");
   s->add_option("--watchdog-s", c.watchdog_s, "fail instead of waiting longer than this many seconds")
       ->check(CLI::Range(0.001, 1e6))

@@ -1,14 +1,10 @@
 // The residctl binary, end to end: exit statuses, run directories, the one-line errors.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,52 +12,17 @@
 
 using namespace resid;
 
-extern char** environ;
-
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string err;
-};
+using test::count_lines;
+using test::exists;
 
 // Runs residctl with `args`; stderr captured to a file.
-Result run(const std::vector<std::string>& args, const std::string& errfile) {
-  std::vector<std::string> all = {RESIDCTL_PATH};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  Result r;
-  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) return r;
-  posix_spawn_file_actions_destroy(&fa);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream in(errfile);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  return r;
+test::Spawned run(const std::vector<std::string>& args, const std::string& errfile) {
+  return test::spawn_capture(RESIDCTL_PATH, args, errfile);
 }
 
-nlohmann::json load(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
-
-size_t count_lines(const std::string& s) {
-  size_t n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+nlohmann::json load(const std::string& path) { return test::load_json(path); }
 
 class Cli : public ::testing::Test {
  protected:
@@ -120,6 +81,57 @@ TEST_F(Cli, EveryArmScansAndWritesTheRunDirectory) {
       EXPECT_EQ(j["counters"]["misses"], 32) << arm;
     }
   }
+}
+
+// The scan's sources through the Plan: P, D and F (uring, eight windows, the next chunk read
+// ahead) verify every byte and close balanced; F allocates nothing on its read path. (The
+// TSan build runs this through its instrumented binary: the pager thread, the uring source
+// and the driver threads.)
+TEST_F(Cli, EverySourceScansThroughThePlan) {
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  for (std::string source : {"buffered", "direct", "uring"}) {
+    const std::string out = dir_.file("src-" + source);
+    auto args = scan_args("pager-declared", out);
+    const uint64_t windows = source == "uring" ? 8 : 1;
+    // Seven chunks of cache for every source: F pays its seven extra windows on top.
+    args[10] = std::to_string((7 + windows - 1) * 65536);
+    args.insert(args.end(), {"--source", source, "--compute-us", "200"});
+    auto r = run(args, errf_);
+    ASSERT_EQ(r.status, 0) << source << ": " << r.err;
+    const auto j = load(out + "/run.json");
+    EXPECT_EQ(j["status"], "ok") << source;
+    EXPECT_EQ(j["source_engine"], source);
+    EXPECT_EQ(j["counters"]["verify_errors"], 0) << source;
+    EXPECT_EQ(j["counters"]["bytes_verified"], 2 * 16 * 65536) << source;
+    EXPECT_EQ(j["counters"]["reconcile_mismatches"], 0) << source;
+    EXPECT_EQ(j["budget"]["budget_chunks"], 5) << source;
+    const auto& ss = j["source_stats"];
+    EXPECT_EQ(ss["windows"], windows) << source;
+    EXPECT_EQ(ss["submissions"], ss["completions"]) << source;
+    EXPECT_EQ(ss["windows_free_at_close"], windows) << source;
+    EXPECT_EQ(ss["tickets_outstanding_at_close"], 0) << source;
+    EXPECT_TRUE(ss["allocation_counter_installed"].get<bool>()) << source;
+    EXPECT_EQ(ss["dynamic_allocations"], 0) << source;
+    EXPECT_GT(j["counters"]["exposed_source_wait_ns"].get<uint64_t>(), 0u) << source;
+    EXPECT_EQ(j["plan"]["shutdown"], "ok") << source;
+    EXPECT_TRUE(j["plan"]["balanced"].get<bool>()) << source;
+    EXPECT_EQ(j["plan"]["reconcile_violations"], 0) << source << " " << j["plan"]["first_violation"];
+    if (source == "uring") {
+      EXPECT_GT(j["readahead"]["bundles"].get<uint64_t>(), 0u);
+      EXPECT_GT(j["counters"]["prefetch_fills"].get<uint64_t>(), 0u);
+    } else {
+      EXPECT_EQ(ss["peak_depth"], 1) << source;
+      EXPECT_EQ(j["counters"]["prefetch_fills"], 0) << source;
+    }
+  }
+  // A blocking engine has one window.
+  auto r = run([&] {
+    auto a = scan_args("pager-declared", dir_.file("bad-windows"));
+    a.insert(a.end(), {"--source", "direct", "--windows", "2"});
+    return a;
+  }(), errf_);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("one window"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, BadInputExitsTwoWithOneLine) {
@@ -186,21 +198,8 @@ TEST_F(Cli, CorruptedByteFailsTheRun) {
 TEST_F(Cli, ProbePrintsTheContractObject) {
   const std::string outf = dir_.file("probe.json");
   std::vector<std::string> args = {"probe", "--dir", dir_.path()};
-  // Capture stdout through a shell-free spawn: reuse run() with stdout to a file.
-  std::vector<std::string> all = {RESIDCTL_PATH};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, outf.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir_.file("probe.err"), outf);
+  ASSERT_EQ(r.status, 0) << r.err;
   const auto j = load(outf);
   EXPECT_EQ(j["schema_version"], 1);
   for (const char* k : {"kernel", "userfaultfd", "o_direct", "io_uring", "cgroup", "transparent_hugepage"})

@@ -35,7 +35,9 @@ namespace {
 
 constexpr uint64_t kChunk = 64 << 10;
 
-bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+using test::count_lines;
+using test::exists;
+using test::load_json;
 
 // The test model, or the reason to skip.
 std::string model_or_skip_reason(const std::string& variant, std::string* reason) {
@@ -55,16 +57,6 @@ std::string model_or_skip_reason(const std::string& variant, std::string* reason
     if (var.empty()) GTEST_SKIP() << why_;        \
   } while (0)
 
-nlohmann::json load_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-size_t count_lines(const std::string& s) {
-  size_t n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 struct Rec {
   uint32_t step, chunk;
@@ -669,4 +661,254 @@ TEST(GenerateFailure, HeldFaultsEndAsAFailedRunNotAHang) {
   EXPECT_EQ(j["generation"]["passes"], 2);
   EXPECT_TRUE(exists(out + "/trace.bin"));
   EXPECT_FALSE(exists(out + "/tokens.json"));  // a failed run publishes no generation
+}
+
+// ---- the matched sources: P, D and F through the Plan ----------------------------------------
+
+namespace {
+
+std::vector<std::string> generate_args(const std::string& model, const std::string& out, const std::string& arm,
+                                       uint64_t chunk, uint32_t tokens) {
+  return {"generate", "--model", model, "--out", out, "--arm", arm, "--prompt", "the quick brown fox jumps",
+          "--tokens", std::to_string(tokens), "--threads", "2", "--ctx", "64", "--chunk-size", std::to_string(chunk),
+          "--watchdog-s", "60"};
+}
+
+// Every Plan and source field of a cleanly closed pager run.
+void expect_closed_clean(const nlohmann::json& j, const std::string& source, const std::string& what) {
+  const auto& ss = j["source_stats"];
+  const uint64_t windows = source == "uring" ? 8 : 1;
+  EXPECT_EQ(j["source_engine"], source) << what;
+  EXPECT_EQ(ss["engine"], source) << what;
+  EXPECT_EQ(ss["windows"], windows) << what;
+  EXPECT_EQ(ss["depth"], windows) << what;
+  EXPECT_EQ(j["config"]["windows"], windows) << what;
+  EXPECT_EQ(j["config"]["depth"], windows) << what;
+  EXPECT_GT(ss["submissions"].get<uint64_t>(), 0u) << what;
+  EXPECT_EQ(ss["submissions"], ss["completions"]) << what;
+  EXPECT_GE(ss["peak_depth"].get<uint64_t>(), 1u) << what;
+  EXPECT_LE(ss["peak_depth"].get<uint64_t>(), windows) << what;
+  if (source != "uring") {
+    EXPECT_EQ(ss["peak_depth"], 1) << what;
+  }
+  EXPECT_EQ(ss["windows_free_at_close"], windows) << what;
+  EXPECT_EQ(ss["plan_windows_free_at_close"], windows) << what;
+  EXPECT_EQ(ss["tickets_outstanding_at_close"], 0) << what;
+  EXPECT_EQ(ss["rejections"], 0) << what;
+  EXPECT_EQ(ss["cancellations"], 0) << what;
+  EXPECT_GE(ss["physical_bytes"].get<uint64_t>(), ss["logical_bytes"].get<uint64_t>()) << what;
+  EXPECT_EQ(ss["physical_bytes"].get<uint64_t>() - ss["logical_bytes"].get<uint64_t>(), ss["padding_bytes"].get<uint64_t>())
+      << what;
+  EXPECT_GT(ss["read_p50_ns"].get<uint64_t>(), 0u) << what;
+  EXPECT_LE(ss["read_p50_ns"].get<uint64_t>(), ss["read_p99_ns"].get<uint64_t>()) << what;
+  EXPECT_TRUE(ss["allocation_counter_installed"].get<bool>()) << what;
+  if (source == "uring") {
+    EXPECT_EQ(ss["dynamic_allocations"], 0) << what;
+  }
+  EXPECT_EQ(j["budget"]["window_bytes"], windows * j["region"]["chunk_size"].get<uint64_t>()) << what;
+  const auto& c = j["counters"];
+  EXPECT_GT(c["exposed_source_wait_ns"].get<uint64_t>(), 0u) << what;
+  EXPECT_GT(c["waited_faults"].get<uint64_t>(), 0u) << what;
+  EXPECT_EQ(c["reconcile_mismatches"], 0) << what;
+  EXPECT_GT(c["reconcile_checks"].get<uint64_t>(), 0u) << what;
+  const auto& p = j["plan"];
+  EXPECT_EQ(p["shutdown"], "ok") << what;
+  EXPECT_TRUE(p["balanced"].get<bool>()) << what << " " << p.dump();
+  EXPECT_EQ(p["reconcile_violations"], 0) << what << " " << p["first_violation"];
+  EXPECT_GT(p["reconcile_checks"].get<uint64_t>(), 0u) << what;
+  EXPECT_EQ(p["tickets"]["issued"], p["tickets"]["retired"]) << what;
+  EXPECT_EQ(p["tickets"]["issued"], ss["submissions"]) << what;
+  EXPECT_EQ(p["tickets"]["copied"], ss["submissions"]) << what;
+  EXPECT_EQ(p["objects_published"], ss["submissions"]) << what;
+  EXPECT_TRUE(p["consumers"]["balanced"].get<bool>()) << what;
+  EXPECT_EQ(p["bundles_failed"], 0) << what;
+  EXPECT_TRUE(p["first_rejection"].is_null()) << what;
+  EXPECT_EQ(p["slots_vacant_at_close"], p["slots"]) << what;
+  EXPECT_EQ(c["demand_fills"].get<uint64_t>() + c["prefetch_fills"].get<uint64_t>(), ss["submissions"].get<uint64_t>())
+      << what;
+}
+
+}  // namespace
+
+// P (buffered), D (direct, one window) and F (uring, eight windows, read-ahead bundles) fill
+// through the Plan at the same tight budget (F pays its eight windows from it, so it keeps
+// fewer chunks; with 16 KiB chunks F runs close to its hard minimum and most objects run
+// oversize): each is byte-identical to kernel-mmap, keeps its books with the kernel and the
+// Plan (eager reconcile), and closes balanced; F allocates nothing on its read path.
+class Sources : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Sources, PDAndFAreExactAtATightBudgetAndCloseBalanced) {
+  MODEL_OR_SKIP(model, GetParam());
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  constexpr uint64_t chunk = 16 << 10;
+  const Manifest m = manifest_of(model, chunk);
+  const uint64_t pt = Pager::page_table_reserve(static_cast<uint64_t>(m.chunks) * chunk);
+  const uint64_t min_chunks = Pager::kPinsPerThread * 2 + 2;
+  const uint64_t budget = (min_chunks + 2) * chunk + 8 * chunk + pt;  // F: min + 2 chunks; P and D: min + 9
+  ASSERT_LT(min_chunks + 9, m.chunks) << "the test model is too small to page";
+  const uint32_t tokens = 6;
+  std::string oracle_tokens, oracle_logits;
+  struct Cell {
+    std::string arm, source;
+    uint64_t budget;
+  };
+  const std::vector<Cell> cells = {{"kernel-mmap", "", 0},
+                                   {"pager-declared", "buffered", budget},
+                                   {"pager-declared", "direct", budget},
+                                   {"pager-declared", "uring", budget},
+                                   // F with P's and D's cache (seven more chunks): read-ahead in most steps
+                                   {"pager-declared", "uring", budget + 7 * chunk},
+                                   {"pager-lru", "uring", budget + 7 * chunk}};
+  for (const auto& cell : cells) {
+    const std::string what = cell.arm + "/" + cell.source + "@" + std::to_string(cell.budget);
+    const std::string out = dir.file("run-" + cell.arm + "-" + cell.source + "-" + std::to_string(cell.budget));
+    auto args = generate_args(model, out, cell.arm, chunk, tokens);
+    if (!cell.source.empty())
+      args.insert(args.end(), {"--source", cell.source, "--budget-bytes", std::to_string(cell.budget), "--eager-reconcile"});
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("stderr.txt"));
+    ASSERT_EQ(r.status, 0) << what << ": " << r.err;
+    const auto j = load_json(out + "/run.json");
+    ASSERT_EQ(j["status"], "ok") << what << ": " << j["error"];
+    const auto tj = load_json(out + "/tokens.json");
+    const std::string logits = test::slurp(out + "/logits.f32");
+    if (cell.source.empty()) {
+      oracle_tokens = tj["tokens"].dump();
+      oracle_logits = logits;
+      EXPECT_TRUE(j["source_stats"]["engine"].is_null());
+      EXPECT_TRUE(j["plan"].is_null());
+      continue;
+    }
+    EXPECT_EQ(tj["tokens"].dump(), oracle_tokens) << what;
+    EXPECT_TRUE(logits == oracle_logits) << what << ": logits differ from kernel-mmap";
+    expect_closed_clean(j, cell.source, what);
+    EXPECT_EQ(j["counters"]["plan_recycle_refusals"], 0) << what;
+    EXPECT_LE(j["counters"]["max_resident_chunks"].get<uint64_t>(), j["budget"]["budget_chunks"].get<uint64_t>()) << what;
+    const uint64_t windows = cell.source == "uring" ? 8 : 1;
+    EXPECT_EQ(j["budget"]["budget_chunks"], (cell.budget - windows * chunk - pt) / chunk) << what;
+    if (cell.source == "uring") {
+      if (cell.budget > budget) {
+        EXPECT_GT(j["readahead"]["bundles"].get<uint64_t>(), 0u) << what;
+      }
+    } else {
+      EXPECT_EQ(j["readahead"]["bundles"], 0) << what;  // P and D read on demand only
+      EXPECT_EQ(j["counters"]["prefetch_fills"], 0) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Sources, ::testing::Values(std::string("dense"), std::string("moe")));
+
+// Invalid completions are rejected and never published; the run fails (exit 1) naming the
+// rejection, and nothing of the faulted read's bundle reaches the region.
+TEST(GenerateSourceFaults, RejectedReadsFailClosedAndPublishNothing) {
+  MODEL_OR_SKIP(model, "dense");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  const Manifest m = manifest_of(model);
+  const uint64_t budget = (m.chunks + 8) * kChunk + 2 * 4096;  // F keeps the whole model: reads ahead freely
+  struct Cell {
+    std::string hook, source, kind;
+  };
+  const std::vector<Cell> cells = {{"eio@3", "uring", "read-failed"},
+                                   {"short-read@3", "uring", "short-read"},
+                                   {"stale-completion@3", "uring", "stale-generation"},
+                                   {"wrong-object@3", "uring", "wrong-object"},
+                                   {"wrong-object@2", "direct", "wrong-object"},
+                                   {"bundle-extent-failure@0", "uring", "read-failed"}};
+  for (const auto& cell : cells) {
+    const std::string what = cell.hook + "/" + cell.source;
+    const std::string out = dir.file("fault-" + cell.source + "-" + cell.hook.substr(0, cell.hook.find('@')));
+    auto args = generate_args(model, out, "pager-declared", kChunk, 6);
+    args.insert(args.end(), {"--source", cell.source, "--budget-bytes", std::to_string(budget), "--eager-reconcile"});
+    ::setenv("RESIDCTL_FAULT_SOURCE", cell.hook.c_str(), 1);
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("stderr.txt"));
+    ::unsetenv("RESIDCTL_FAULT_SOURCE");
+    EXPECT_EQ(r.status, 1) << what << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << what << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("residctl: run failed: pager: rejected " + cell.kind + " completion for chunk ", 0), 0u)
+        << what << ": " << r.err;
+    EXPECT_NE(r.err.find(") was published"), std::string::npos) << what << ": " << r.err;
+    ASSERT_TRUE(exists(out + "/run.json")) << what;
+    EXPECT_FALSE(exists(out + "/tokens.json")) << what;
+    EXPECT_FALSE(exists(out + "/logits.f32")) << what;
+    const auto j = load_json(out + "/run.json");
+    EXPECT_EQ(j["status"], "failed") << what;
+    EXPECT_EQ(j["fault_hook"], "source:" + cell.hook) << what;
+    const auto& f = j["fault"];
+    ASSERT_TRUE(f.is_object()) << what;
+    EXPECT_TRUE(f["fired"].get<bool>()) << what;
+    EXPECT_EQ(f["rejection"], cell.kind) << what;
+    EXPECT_EQ(f["bundle_chunks_published"], 0) << what;
+    ASSERT_FALSE(f["bundle"].empty()) << what;
+    EXPECT_GE(j["source_stats"]["rejections"].get<uint64_t>() + (cell.kind == "stale-generation" || cell.kind == "wrong-object" ? 1 : 0), 1u) << what;
+    if (cell.hook.rfind("bundle-extent-failure", 0) == 0) {
+      EXPECT_GE(f["bundle"].size(), 2u) << what;
+      // None of the bundle's chunks was filled from the faulted step on.
+      uint64_t cs = 0, nchunks = 0;
+      const auto recs = read_trace(out + "/trace.bin", &cs, &nchunks);
+      const auto bundle = f["bundle"].get<std::vector<uint32_t>>();
+      for (const auto& rec : recs) {
+        if ((rec.kind == 2 || rec.kind == 3) && rec.step >= f["step"].get<uint32_t>()) {
+          EXPECT_EQ(std::count(bundle.begin(), bundle.end(), rec.chunk), 0) << what << ": chunk " << rec.chunk;
+        }
+      }
+    }
+  }
+}
+
+// Negative control inside the pager: in pass 1 the engine asks the Plan to recycle a resident
+// chunk of the object just consumed while its consumers still hold it. The Plan refuses
+// (consumers-live), the chunk stays resident, and the output is still exact.
+TEST(GeneratePlan, RecyclingAChunkWithALiveConsumerIsRefused) {
+  MODEL_OR_SKIP(model, "dense");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  const Manifest m = manifest_of(model);
+  const uint64_t budget = std::max<uint64_t>(m.max_step_chunks() + 2, 8) * kChunk + 8 * kChunk + 2 * 4096;
+  const std::string oracle = dir.file("oracle");
+  ASSERT_EQ(test::spawn_capture(RESIDCTL_PATH, generate_args(model, oracle, "kernel-mmap", kChunk, 6), dir.file("e")).status, 0);
+  for (std::string source : {"direct", "uring"}) {
+    const std::string out = dir.file("probe-" + source);
+    auto args = generate_args(model, out, "pager-declared", kChunk, 6);
+    args.insert(args.end(), {"--source", source, "--budget-bytes", std::to_string(budget), "--eager-reconcile"});
+    ::setenv("RESIDCTL_FAULT_RECYCLE_LIVE_AT_PASS", "1", 1);
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("stderr.txt"));
+    ::unsetenv("RESIDCTL_FAULT_RECYCLE_LIVE_AT_PASS");
+    ASSERT_EQ(r.status, 0) << source << ": " << r.err;
+    const auto j = load_json(out + "/run.json");
+    const auto& p = j["recycle_probe"];
+    EXPECT_TRUE(p["fired"].get<bool>()) << source;
+    EXPECT_EQ(p["answer"], "consumers-live") << source;
+    EXPECT_TRUE(p["resident_after"].get<bool>()) << source;
+    EXPECT_EQ(j["fault_hook"], "recycle-live@pass:1") << source;
+    EXPECT_GE(j["plan"]["recycle_refusals"].get<uint64_t>(), 1u) << source;
+    EXPECT_EQ(j["plan"]["refusals"]["consumers-live"], 1) << source;
+    EXPECT_EQ(j["counters"]["plan_recycle_refusals"], 1) << source;
+    EXPECT_TRUE(test::slurp(out + "/logits.f32") == test::slurp(oracle + "/logits.f32")) << source;
+    expect_closed_clean(j, source, "probe " + source);
+  }
+}
+
+TEST(GenerateInput, WindowsAndDepthAreCheckedPerSource) {
+  MODEL_OR_SKIP(model, "dense");
+  test::TempDir dir;
+  const std::string out = dir.file("out");
+  const std::vector<std::vector<std::string>> bad = {{"--source", "direct", "--windows", "2"},
+                                                     {"--source", "buffered", "--depth", "2"},
+                                                     {"--source", "uring", "--windows", "2", "--depth", "3"},
+                                                     {"--source", "uring", "--windows", "0"},
+                                                     {"--source", "mmap"}};
+  for (const auto& extra : bad) {
+    auto args = generate_args(model, out, "pager-declared", kChunk, 2);
+    args.insert(args.end(), {"--budget-bytes", "100000000"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+    std::string joined;
+    for (const auto& a : extra) joined += a + " ";
+    EXPECT_EQ(r.status, 2) << joined << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << joined << r.err;
+    EXPECT_EQ(r.err.rfind("residctl: error: ", 0), 0u) << joined << r.err;
+    EXPECT_FALSE(exists(out)) << joined;
+  }
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <cstring>
 #include <thread>
 
@@ -50,7 +51,8 @@ std::byte file_byte(uint64_t o) { return static_cast<std::byte>((o * 131 + (o >>
 
 class PlanTest : public ::testing::Test {
  protected:
-  void make(uint32_t windows, uint32_t slots, uint32_t consumers, uint32_t max_bundle, bool eager = true) {
+  void make(uint32_t windows, uint32_t slots, uint32_t consumers, uint32_t max_bundle, bool eager = true,
+            bool open = false) {
     m_ = PlanManifest::build(specs(), kFile, kAlign, kWin);
     slot_bytes_ = m_.slot_bytes_needed();
     arena_.assign(slot_bytes_ * slots, std::byte{0});
@@ -62,6 +64,7 @@ class PlanTest : public ::testing::Test {
     c.consumers = consumers;
     c.max_bundle = max_bundle;
     c.eager_reconcile = eager;
+    c.open_consumers = open;
     plan_ = std::make_unique<Plan>(m_, c);
   }
   void TearDown() override {
@@ -850,4 +853,83 @@ TEST_F(PlanTest, PlanTransitionsDoNotAllocate) {
   }
   EXPECT_EQ(alloc_counts().read_path - a0.read_path, 0u);
   expect_balanced_after_shutdown();
+}
+
+// ---- open consumers (the pager: slot = chunk, consumers enter and leave any time) -----------
+
+namespace {
+
+// Reads every piece of `object` into the given slot, then publishes (one-object bundle).
+PlanError load_into(Plan& plan, const PlanManifest& m, int32_t slot, uint32_t object,
+                    const std::function<Completion(uint64_t, int32_t, uint32_t)>& comp,
+                    const std::function<EndCopyVerdict(uint64_t)>& land) {
+  const uint64_t tag = object;
+  auto b = plan.request_slots(&slot, &object, &tag, 1);
+  if (!b.ok()) return b.error;
+  const PlanObject& o = m.object(object);
+  for (uint32_t i = 0; i < o.pieces; ++i) {
+    auto t = plan.begin_read(b.value, slot, o.first_piece + i, 0);
+    if (!t.ok()) return t.error;
+    auto v = plan.complete_read(comp(t.value, 0, o.first_piece + i));
+    if (!v.ok()) return v.error;
+    land(t.value);
+  }
+  return plan.publish(b.value);
+}
+
+}  // namespace
+
+TEST_F(PlanTest, OpenConsumers_HoldInAnyPhaseAndReuseTheCachedVersion) {
+  make(1, 4, 1, 1, true, true);
+  auto comp_fn = [this](uint64_t t, int32_t w, uint32_t p) { return comp(t, w, p); };
+  auto land_fn = [this](uint64_t t) { return land(t); };
+  // A consumer holds slot 2 before its version exists (a step enters its chunks first).
+  EXPECT_EQ(plan_->hold(2), PlanError::None);
+  EXPECT_EQ(plan_->slot_phase(2), SlotPhase::Vacant);
+  EXPECT_EQ(plan_->recycle(2), PlanError::ConsumersLive);  // nothing to recycle, and held
+  ASSERT_EQ(load_into(*plan_, m_, 2, 1, comp_fn, land_fn), PlanError::None);
+  EXPECT_EQ(plan_->slot_phase(2), SlotPhase::InUse);       // published while held
+  EXPECT_TRUE(slot_holds(2, 1));
+  EXPECT_EQ(plan_->recycle(2), PlanError::ConsumersLive);
+  EXPECT_EQ(plan_->unhold(2), PlanError::None);
+  EXPECT_EQ(plan_->slot_phase(2), SlotPhase::Recyclable);
+  const uint64_t gen = plan_->slot_generation(2);
+  EXPECT_EQ(plan_->hold(2), PlanError::None);              // the cached version reused
+  EXPECT_EQ(plan_->slot_phase(2), SlotPhase::InUse);
+  EXPECT_EQ(plan_->slot_generation(2), gen);
+  EXPECT_EQ(plan_->hold(2), PlanError::None);              // a second consumer
+  EXPECT_EQ(plan_->unhold(2), PlanError::None);
+  EXPECT_EQ(plan_->slot_phase(2), SlotPhase::InUse);
+  EXPECT_EQ(plan_->unhold(2), PlanError::None);
+  EXPECT_EQ(plan_->unhold(2), PlanError::InvalidTransition);  // no consumer left
+  EXPECT_EQ(plan_->recycle(2), PlanError::None);
+  EXPECT_EQ(plan_->slot_phase(2), SlotPhase::Vacant);
+  // A version published ahead and never held may be recycled (evicted unused).
+  ASSERT_EQ(load_into(*plan_, m_, 0, 2, comp_fn, land_fn), PlanError::None);
+  EXPECT_EQ(plan_->slot_phase(0), SlotPhase::DeviceReady);
+  EXPECT_EQ(plan_->recycle(0), PlanError::None);
+  // A slot is requested by index, and only when VACANT; the declared-consumer calls are refused.
+  ASSERT_EQ(load_into(*plan_, m_, 3, 0, comp_fn, land_fn), PlanError::None);
+  const int32_t three = 3;
+  const uint32_t obj = 0;
+  const uint64_t tag = 0;
+  EXPECT_EQ(plan_->request_slots(&three, &obj, &tag, 1).error, PlanError::InvalidTransition);
+  EXPECT_EQ(plan_->acquire(0, 0).error, PlanError::InvalidTransition);
+  const PlanCounters c = plan_->counters();
+  EXPECT_EQ(c.recycle_refusals, 2u);
+  EXPECT_EQ(c.recycled_unconsumed, 1u);
+  EXPECT_EQ(c.recycles, 2u);
+  EXPECT_EQ(c.consumer_acquires, c.consumer_releases);
+  EXPECT_GT(c.reconcile_checks, 0u);
+  EXPECT_EQ(plan_->shutdown(), PlanError::None);
+  EXPECT_EQ(plan_->counters().versions_discarded, 1u);  // slot 3, published and never held
+  EXPECT_TRUE(plan_->balance().balanced());
+}
+
+TEST_F(PlanTest, OpenConsumers_ShutdownRefusedWhileHeld) {
+  make(1, 2, 1, 1, true, true);
+  EXPECT_EQ(plan_->hold(1), PlanError::None);
+  EXPECT_EQ(plan_->shutdown(), PlanError::ConsumersLive);
+  EXPECT_EQ(plan_->unhold(1), PlanError::None);
+  EXPECT_EQ(plan_->shutdown(), PlanError::None);
 }

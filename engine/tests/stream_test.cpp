@@ -1,15 +1,11 @@
 // `residctl stream`: in process (every engine, every fault cell) and through the binary
 // (exit statuses, the one-line errors, the run directory). Small files, seconds in all.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "errors.hpp"
 #include "stream.hpp"
@@ -19,17 +15,12 @@
 using namespace resid;
 using nlohmann::json;
 
-extern char** environ;
-
 namespace {
 
 constexpr uint64_t kFile = 24u << 20;
 constexpr uint64_t kObject = (3u << 20) + 4096 + 100;  // two reads per object, unaligned starts
 
-json load(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
+json load(const std::string& path) { return test::load_json(path); }
 
 class Stream : public ::testing::Test {
  protected:
@@ -337,37 +328,13 @@ TEST_F(Stream, ManifestRunFollowsTheDeclaredOrder) {
 
 namespace {
 
-struct Ran {
-  int status = -1;
-  std::string err;
-};
+using Ran = test::Spawned;
 
 Ran run_cli(const std::vector<std::string>& args, const std::string& errfile) {
-  std::vector<std::string> all = {RESIDCTL_PATH};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  Ran r;
-  pid_t pid;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return r;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream in(errfile);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  return r;
+  return test::spawn_capture(RESIDCTL_PATH, args, errfile);
 }
 
-size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t lines(const std::string& s) { return test::count_lines(s); }
 
 }  // namespace
 

@@ -49,7 +49,8 @@ std::optional<std::string> uffd_unavailable() {
   }
 }
 
-Spawned spawn_capture(const std::string& binary, const std::vector<std::string>& args, const std::string& errfile) {
+Spawned spawn_capture(const std::string& binary, const std::vector<std::string>& args, const std::string& errfile,
+                      const std::string& outfile) {
   std::vector<std::string> all = {binary};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -58,7 +59,7 @@ Spawned spawn_capture(const std::string& binary, const std::vector<std::string>&
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 2, errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, outfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid;
   Spawned r;
   const int e = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
@@ -76,6 +77,19 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+nlohmann::json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char ch : s) n += ch == '\n';
+  return n;
 }
 
 }  // namespace resid::test

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,15 +28,20 @@ void write_pattern_file(const std::string& path, uint64_t bytes, uint64_t seed);
 // nullopt when userfaultfd works here; otherwise the reason to GTEST_SKIP with.
 std::optional<std::string> uffd_unavailable();
 
-// Runs `binary args...`, stdout to /dev/null, stderr captured; returns the exit status
-// (128 + signal when killed) and stderr.
+// Runs `binary args...`, stdout to `outfile` (default /dev/null), stderr captured; returns
+// the exit status (128 + signal when killed, -1 if it could not start) and stderr.
 struct Spawned {
   int status = -1;
   std::string err;
 };
-Spawned spawn_capture(const std::string& binary, const std::vector<std::string>& args, const std::string& errfile);
+Spawned spawn_capture(const std::string& binary, const std::vector<std::string>& args, const std::string& errfile,
+                      const std::string& outfile = "/dev/null");
 
 // The whole file as bytes (empty if unreadable).
 std::string slurp(const std::string& path);
+// A JSON file, parsed (throws if unreadable or not JSON).
+nlohmann::json load_json(const std::string& path);
+bool exists(const std::string& path);
+size_t count_lines(const std::string& s);
 
 }  // namespace resid::test

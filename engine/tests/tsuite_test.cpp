@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pager.hpp"
+#include "plan_state.hpp"
 #include "pattern.hpp"
 #include "errors.hpp"
 #include "policy.hpp"
@@ -466,6 +467,8 @@ class StallingSource final : public Source {
   std::optional<Completion> reap(bool wait) override { return inner_->reap(wait); }
   void release(const Completion& c) override { inner_->release(c); }
   void drain() override { inner_->drain(); }
+  int free_window() const override { return inner_->free_window(); }
+  size_t windows_free() const override { return inner_->windows_free(); }
   SourceStats stats() const override { return inner_->stats(); }
 
  private:
@@ -671,3 +674,184 @@ TEST_P(TSuiteHuge, HugeChunksAreExactAccountedAndEvictedWhole) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, TSuiteHuge, ::testing::Values(HugeChunks::Move, HugeChunks::Collapse),
                          [](const ::testing::TestParamInfo<HugeChunks>& p) { return std::string(to_string(p.param)); });
+
+// ---- the Plan inside the pager ------------------------------------------------------------
+
+// Negative control: the pager's rule "never evict a chunk with a live consumer" is the
+// Plan's invariant. Asked to recycle (evict) a chunk a consumer holds, or one a compute
+// thread has pinned in an oversize step, the Plan refuses (consumers-live) and the chunk
+// stays resident, untouched; once the consumer left, the same request recycles it.
+TEST(TSuite, Plan_RefusesToRecycleAChunkWithALiveConsumer) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 8;
+  Rig rig(kChunks * kChunk, kChunks, PolicyKind::Declared);
+  Pager& p = *rig.pager;
+  p.enter(3);
+  ASSERT_EQ(verify_pattern(p.base() + 3 * kChunk, 3 * kChunk, kChunk, kSeed).bad_words, 0u);
+  ASSERT_TRUE(p.resident(3));
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::InUse);
+  EXPECT_EQ(p.plan().slot_consumers(3), 1u);
+  const uint64_t gen = p.plan().slot_generation(3);
+  EXPECT_EQ(p.try_recycle(3), PlanError::ConsumersLive);
+  EXPECT_TRUE(p.resident(3));
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::InUse);
+  EXPECT_EQ(p.plan().slot_generation(3), gen);
+  EXPECT_EQ(verify_pattern(p.base() + 3 * kChunk, 3 * kChunk, kChunk, kSeed).bad_words, 0u);
+  EXPECT_EQ(p.fills_of(3), 1u);  // never refilled: it was never discarded
+  p.leave(3);
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::Recyclable);
+  EXPECT_EQ(p.try_recycle(3), PlanError::None);
+  EXPECT_FALSE(p.resident(3));
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::Vacant);
+  // A pin (oversize step: no consumers, the faulting thread pins its chunk) is a consumer too.
+  p.step_boundary(std::nullopt, 1, true);
+  std::thread([&] { EXPECT_EQ(verify_pattern(p.base() + 5 * kChunk, 5 * kChunk, kPage, kSeed).bad_words, 0u); }).join();
+  ASSERT_EQ(p.pinned_set(), std::vector<ChunkId>{5});
+  EXPECT_EQ(p.try_recycle(5), PlanError::ConsumersLive);
+  EXPECT_TRUE(p.resident(5));
+  p.step_boundary(1, 2, false);  // the pins go
+  EXPECT_EQ(p.try_recycle(5), PlanError::None);
+  const PagerStats st = p.stats();
+  EXPECT_EQ(st.plan_recycle_refusals, 2u);
+  EXPECT_EQ(p.plan().counters().recycle_refusals, 2u);
+  EXPECT_EQ(p.plan().counters().errors[static_cast<size_t>(PlanError::ConsumersLive)], 2u);
+  rig.expect_books_match_kernel();
+  p.shutdown();
+  ASSERT_TRUE(p.plan_shutdown().has_value());
+  EXPECT_EQ(*p.plan_shutdown(), PlanError::None);
+}
+
+namespace {
+
+// Object steps of three chunks each: {0,1,2}, {3,4,5}, ...
+std::vector<std::vector<ChunkId>> triples(ChunkId chunks) {
+  std::vector<std::vector<ChunkId>> s;
+  for (ChunkId c = 0; c < chunks; c += 3) {
+    s.push_back({});
+    for (ChunkId k = c; k < std::min<ChunkId>(c + 3, chunks); ++k) s.back().push_back(k);
+  }
+  return s;
+}
+
+// F's pager: the declared policy over steps of three chunks, eight chunks of budget, the
+// uring source with four windows, read-ahead on, eager reconcile.
+struct UringRig {
+  test::TempDir dir;
+  std::string path = dir.file("region.bin");
+  PagerConfig cfg;
+  Trace trace{1 << 14};
+  std::unique_ptr<Pager> pager;
+  explicit UringRig(ChunkId chunks, PagerFault fault = PagerFault::None) {
+    test::write_pattern_file(path, chunks * kChunk, kSeed);
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = 8;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = 20;
+    cfg.step_chunks = triples(chunks);
+    cfg.readahead = true;
+    cfg.fault = fault;
+    cfg.huge = kHugeMode;
+    SourceOptions so;
+    so.windows = 4;
+    so.depth = 4;
+    pager = std::make_unique<Pager>(open_source(SourceEngine::Uring, path, kChunk, so),
+                                    make_sequence_policy(PolicyKind::Declared, chunks, cfg.step_chunks), cfg, &trace);
+  }
+};
+
+}  // namespace
+
+// F: the uring source reads step s+1's chunks ahead while step s runs, as one bundle that
+// waits in its windows and is published when step s+1 begins. Every byte is exact, the
+// budget holds, and at the close every window is FREE and no ticket is outstanding.
+TEST(TSuite, Uring_ReadAheadBundlesAreExactAndCloseBalanced) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 24;
+  UringRig rig(kChunks);
+  auto& pager = rig.pager;
+  const PagerConfig& cfg = rig.cfg;
+  const uint64_t S = cfg.step_chunks.size(), steps = 3 * S;
+  pager->set_step(0);
+  pager->set_readahead_horizon(steps - 1);
+  pager->start();
+  uint64_t bad = 0;
+  for (uint64_t g = 0; g < steps; ++g) {
+    const auto& cs = cfg.step_chunks[g % S];
+    for (ChunkId c : cs) pager->enter(c);
+    if (g > 0) pager->step_boundary(g - 1, g);
+    for (ChunkId c : cs) bad += verify_pattern(pager->base() + c * kChunk, c * kChunk, kChunk, kSeed).bad_words;
+    if (g > 0)
+      for (ChunkId c : cfg.step_chunks[(g - 1) % S]) pager->leave(c);
+  }
+  for (ChunkId c : cfg.step_chunks[(steps - 1) % S]) pager->leave(c);
+  pager->step_boundary(steps - 1, steps);
+  EXPECT_EQ(bad, 0u);
+  const PagerStats st = pager->stats();
+  EXPECT_FALSE(pager->failed()) << pager->error();
+  EXPECT_GT(st.readahead_bundles, 0u);
+  EXPECT_GT(st.readahead_fills, 0u);
+  EXPECT_LE(st.max_resident_chunks, 8u);
+  EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
+  EXPECT_EQ(pager->reconcile_now(), 0u) << pager->first_mismatch();
+  pager->shutdown();
+  const PagerSourceReport r = pager->source_report();
+  EXPECT_EQ(r.engine, SourceEngine::Uring);
+  EXPECT_EQ(r.windows, 4u);
+  EXPECT_EQ(r.stats.reads, r.stats.completions);
+  EXPECT_EQ(r.stats.reads, st.demand_fills + st.prefetch_fills);
+  EXPECT_GE(r.stats.peak_inflight, 1u);
+  EXPECT_LE(r.stats.peak_inflight, 4u);
+  EXPECT_EQ(r.windows_free_at_close, 4u);
+  EXPECT_EQ(r.plan_windows_free_at_close, 4u);
+  EXPECT_EQ(r.tickets_outstanding_at_close, 0u);
+  EXPECT_EQ(r.cancellations, 0u);
+  EXPECT_EQ(r.stats.rejections, 0u);
+  ASSERT_TRUE(pager->plan_shutdown().has_value());
+  EXPECT_EQ(*pager->plan_shutdown(), PlanError::None);
+  const PlanCounters pc = pager->plan().counters();
+  EXPECT_EQ(pc.reconcile_violations, 0u) << pager->plan().first_violation();
+  EXPECT_GT(pc.reconcile_checks, 0u);
+  EXPECT_EQ(pc.tickets_issued, pc.tickets_retired);
+  EXPECT_EQ(pc.consumer_acquires, pc.consumer_releases);
+  EXPECT_TRUE(pager->plan().balance().balanced());
+}
+
+// A rejected read inside a read-ahead bundle publishes nothing of the bundle: the last read
+// of the first bundle fails (-EIO) after the others were submitted; the pager fails closed,
+// none of the bundle's chunks becomes resident (in the books or in the kernel), and the
+// Plan retires every ticket.
+TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
+  SKIP_WITHOUT_UFFD();
+  UringRig rig(12, PagerFault::BundleExtentFailure);
+  Pager& pager = *rig.pager;
+  const Trace& trace = rig.trace;
+  pager.set_step(0);  // entering step 0 reads step 1's chunks {3, 4, 5} ahead
+  pager.start();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!pager.failed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
+  ASSERT_TRUE(pager.failed());
+  const std::string err = pager.error();
+  EXPECT_NE(err.find("rejected read-failed completion for chunk 5"), std::string::npos) << err;
+  EXPECT_NE(err.find("nothing of its bundle (3 chunk(s): 3 4 5) was published"), std::string::npos) << err;
+  const PagerFaultReport f = pager.fault_report();
+  EXPECT_TRUE(f.fired);
+  EXPECT_EQ(f.read, 2u);
+  EXPECT_EQ(f.bundle, (std::vector<ChunkId>{3, 4, 5}));
+  EXPECT_EQ(f.bundle_chunks_published, 0u);
+  EXPECT_EQ(f.rejection, PlanError::ReadFailed);
+  pager.shutdown();
+  for (ChunkId c : {3u, 4u, 5u}) EXPECT_FALSE(pager.resident(c)) << c;
+  std::vector<unsigned char> v(3 * kChunk / kPage);
+  ASSERT_EQ(::mincore(const_cast<std::byte*>(pager.base()) + 3 * kChunk, 3 * kChunk, v.data()), 0);
+  for (unsigned char b : v) EXPECT_EQ(b & 1, 0) << "a page of the failed bundle is in the region";
+  for (const auto& r : trace.sorted()) EXPECT_NE(r.kind, static_cast<uint8_t>(TraceKind::PrefetchFill)) << r.chunk;
+  const PlanCounters pc = pager.plan().counters();
+  EXPECT_EQ(pc.bundles_published, 0u);
+  EXPECT_EQ(pc.objects_published, 0u);
+  EXPECT_EQ(pc.bundles_failed, 1u);
+  EXPECT_EQ(pc.tickets_issued, pc.tickets_retired);
+  const PagerSourceReport r = pager.source_report();
+  EXPECT_EQ(r.stats.reads, r.stats.completions);
+  EXPECT_EQ(r.windows_free_at_close, 4u);
+  EXPECT_EQ(r.tickets_outstanding_at_close, 0u);
+}
