@@ -29,6 +29,9 @@ def tiny_config(build_dir: str) -> dict:
     pm = cfg["pager_model"]
     pm.update(model="synthetic-dense", tokens=4, ctx=64, chunk_bytes=1 << 20, huge_chunks="off", ratios=[0.5, 0.75], reps=2,
               baseline_reps=2, watchdog_s=60, eager_reconcile=True)
+    # F's eight 1 MiB windows come out of the same budget as D's one: 0.5 of this small model
+    # would leave F fewer chunks than two compute threads need, so the tiny study runs at 0.75.
+    cfg["matched_source"].update(ratio=0.75, pairs=["D-F", "F-D"])
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg
 
@@ -63,7 +66,9 @@ def test_outputs_exist(campaign):
                 "results/tables/pager-synthetic.tex", "claims/ledger.json",
                 "claims/P1.json", "claims/P4.json", "claims/P5.json", "results/probe.json",
                 "figures/06-real-model-bytes.png", "figures/07-throughput-scaling.pdf",
-                "results/pager_model.parquet", "results/tables/pager-model.md"]:
+                "results/pager_model.parquet", "results/tables/pager-model.md",
+                "results/matched_source.parquet", "results/tables/table6-matched-pairs.md",
+                "figures/08-matched-source-pairs.png", "claims/C2.json", "claims/C8.json"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -87,6 +92,14 @@ def test_every_run_recorded_and_within_its_limit(campaign):
         assert (df["oom_kills"] == 0).all()
         assert (df["peak_bytes"] <= df["limit_bytes"]).all()
     assert df["engine_sha256"].nunique() == 1 and df["config_digest"].nunique() == 1
+    ms = pd.read_parquet(work / "results" / "matched_source.parquet")
+    cells = sorted(zip(ms["block"], ms["source_arm"], ms["order"].fillna("")))
+    assert cells == [(0, "P", ""), (0, "oracle", ""), (1, "D", "D-F"), (1, "F", "D-F"), (2, "D", "F-D"), (2, "F", "F-D")], cells
+    assert ms["valid"].all(), ms[~ms["valid"]][["run_dir", "error"]].to_string()
+    f = ms[ms["source_arm"] == "F"]
+    assert (f["source_windows_free_at_close"] == f["source_windows"]).all()
+    assert (f["source_tickets_outstanding_at_close"] == 0).all() and (f["source_dynamic_allocations"] == 0).all()
+    assert (f["source_peak_depth"] <= 8).all() and (f["source_peak_depth"] >= 1).all()
 
 
 # Correctness properties of the engine: they must hold even at this tiny scale. The other
@@ -108,7 +121,7 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["P1", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
+        ["C2", "C8", "P1", "P2", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
 
 
 def test_rerun_is_a_no_op(campaign):

@@ -18,9 +18,12 @@ F_WALL = [32.867, 32.820, 32.837, 32.889, 32.887, 32.811]
 ORDERS = ["D-F", "D-F", "F-D", "F-D", "D-F", "F-D"]
 
 
-def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=None, f_alloc=0, windows=8):
+def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=None, f_alloc=0, windows=8,
+         cache=None):
     d = make_model_run(root, "matched", "pager-declared", 0.5, position, flip=flip)
     run = json.loads((d / "run.json").read_text())
+    if cache is not None:
+        run["budget"]["budget_chunks"] = cache
     subs = 1000 if arm in ("D", "F") else 0
     run["source_stats"] = {"engine": {"P": "buffered", "D": "direct", "F": "uring", "oracle": "direct"}[arm],
                            "windows": windows if arm == "F" else 1, "depth": 8 if arm == "F" else 1,
@@ -42,7 +45,7 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
     return d
 
 
-def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0):
+def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0, f_cache=None):
     runs = tmp_path / "results" / "runs"
     limit = 6 << 20  # 4 MiB budget + 2 MiB overhead: below the 8 MiB model (eq. 1 holds)
     dirs = [cell(runs, "oracle", "oracle", 0, 0, 90.0, peak=5 << 20, limit=None),
@@ -52,7 +55,8 @@ def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0):
         for arm in order.split("-"):
             wall = D_WALL[k - 1] if arm == "D" else f_wall[k - 1]
             dirs.append(cell(runs, f"pair{k}/{arm}", arm, k, pos, wall, peak=5 << 20, limit=limit,
-                             flip=5 if (flip_f and arm == "F" and k == 3) else None, f_alloc=f_alloc))
+                             flip=5 if (flip_f and arm == "F" and k == 3) else None, f_alloc=f_alloc,
+                             cache=f_cache if arm == "F" else None))
             pos += 1
     res = tmp_path / "results"
     ident = res / "model.json"
@@ -105,6 +109,12 @@ def test_c2_fails_on_inexact_f_and_on_allocations(tmp_path):
     assert claims.make("C2", project(tmp_path / "a", flip_f=True), SETTINGS)["verdict"] == "fail"
     doc = claims.make("C2", project(tmp_path / "b", f_alloc=3), SETTINGS)
     assert doc["verdict"] == "fail" and any("f_no_dynamic_allocation" in r for r in doc["reasons"])
+
+
+def test_c2_fails_when_f_caches_less_than_d(tmp_path):
+    # F's windows paid out of the cache would change what is compared: the capacity is held fixed.
+    doc = claims.make("C2", project(tmp_path, f_cache=1), SETTINGS)
+    assert doc["verdict"] == "fail" and any("cache_held_fixed" in r for r in doc["reasons"])
 
 
 def test_c8(tmp_path):

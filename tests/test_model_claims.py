@@ -113,3 +113,22 @@ def test_cross_arm_claims_need_a_hard_limit(tmp_path):
         doc = claims.make(cid, root, SETTINGS)
         assert doc["verdict"] == "insufficient-evidence"
         assert any("hard host limit" in r for r in doc["reasons"])
+
+
+@pytest.mark.parametrize("cid", ["P2", "P6", "P7", "P8", "P9", "P10", "P11"])
+def test_claims_give_a_verdict_when_every_pager_run_was_killed(tmp_path, cid):
+    # Runs killed before they wrote run.json leave nulls in every counter column: a claim
+    # must still come out (not pass), never a crash on a missing number.
+    root = project(tmp_path)
+    p = root / "results" / "pager_model.parquet"
+    df = pd.read_parquet(p)
+    pager = df["arm"] != "kernel-mmap"
+    df.loc[pager, "status"] = "oom-killed"
+    df.loc[pager, ["valid", "exact"]] = False
+    for col in ("physical_bytes_read", "misses", "accesses", "tokens_per_s", "trace_sha256"):
+        if col in df.columns:
+            df.loc[pager, col] = None
+    df.to_parquet(p, index=False)
+    analysis.analyse_pager_model(p, root / "results" / "pager_model_opt.parquet")
+    doc = claims.make(cid, root, SETTINGS)
+    assert doc["verdict"] in ("fail", "insufficient-evidence"), (cid, doc["verdict"])

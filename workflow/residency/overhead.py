@@ -1,11 +1,14 @@
 """The non-weight overhead O of the model process, measured, not guessed (DESIGN.md §6).
 
-Calibration runs start the engine of every arm with everything set up but no weight byte
-touched (`residctl scan --calibrate`) inside an unlimited cgroup. What an arm pays out of
-its weight budget (the pager's window) is subtracted from its peak; O is the highest
-remainder over arms and repetitions. Every arm's host limit is then r * T_repr + O, the
-same for all arms. Without a cgroup the process's own high-water RSS (getrusage) stands
-in, and the record says so.
+Calibration runs execute every arm inside an unlimited cgroup: the synthetic study's
+`residctl scan --calibrate` sets everything up and touches no weight byte; the model
+study's calibration is a whole generation at a budget that holds the model (r = 1), so
+the decode's own memory (KV cache, compute buffers, logits, the trace) is in its peak.
+What an arm holds on the weight side (the pager's windows, page-table reserve and the
+most chunks it had resident; for llama.cpp's own mapping the whole model file) is
+subtracted from its peak; O is the highest remainder over arms and repetitions. Every
+arm's host limit is then r * T_repr + O, the same for all arms. Without a cgroup the
+process's own high-water RSS (getrusage) stands in, and the record says so.
 """
 
 from __future__ import annotations
@@ -21,11 +24,19 @@ class CalibrationError(RuntimeError):
 
 
 def _prepaid(run: dict) -> int:
-    """Weight-side bytes a calibration run holds: the pager's window; for llama.cpp's own
+    """Weight-side bytes a calibration run held at most: the pager's windows, and once it
+    filled chunks its page-table reserve and its most resident chunks; for llama.cpp's own
     mapping (generate, arm A) the whole model file, which it populates at load."""
     if run.get("subcommand") == "generate" and run.get("arm") == "kernel-mmap":
         return int(run["model"]["bytes"])
-    return int(run.get("budget", {}).get("window_bytes") or 0)
+    budget = run.get("budget", {})
+    held_chunks = int(run.get("counters", {}).get("max_resident_chunks") or 0)
+    prepaid = int(budget.get("window_bytes") or 0)
+    if held_chunks:
+        chunk = int(run["region"]["chunk_size"])
+        prepaid += int(budget.get("page_table_bytes") or 0)
+        prepaid += (held_chunks + int(budget.get("huge_reserve_chunks") or 0)) * chunk
+    return prepaid
 
 
 def calibrate(run_dirs, out) -> dict:

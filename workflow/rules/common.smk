@@ -187,6 +187,19 @@ def ms_cell(cell):
     return (m.group(2), int(m.group(1))) if m else (cell, 0)
 
 
+def ms_host_budget(inventory):
+    """The weight side of every matched cell's host limit: r * T_repr plus the windows F holds
+    beyond D's one, so the cache (in chunks) and the host limit are the same in every cell."""
+    return pm_budget(inventory, MS["ratio"]) + (MS["windows"] - 1) * PM["chunk_bytes"]
+
+
+def ms_pager_budget(cell, inventory):
+    """The pager budget of a cell: it pays the cell's own windows, so F's extra windows are
+    added to it and its cache stays the size of D's and P's."""
+    arm, _ = ms_cell(cell)
+    return ms_host_budget(inventory) if arm == "F" else pm_budget(inventory, MS["ratio"])
+
+
 def ms_generate_args(cell, model, budget):
     arm, _ = ms_cell(cell)
     # The oracle is the same-build synchronous-source control: direct, without a host limit.

@@ -1,5 +1,5 @@
-# The matched source campaign (reference 004 §5.3): one model, prompt, cache policy and
-# budget; only the source changes: P (buffered pread), D (blocking O_DIRECT, one window),
+# The matched source campaign (reference 004 §5.3): one model, prompt, cache policy, cache
+# capacity and host limit; only the source changes: P (buffered pread), D (blocking O_DIRECT, one window),
 # F (io_uring O_DIRECT, eight windows, the next bundle read during the current compute).
 # First a same-build synchronous-source oracle (no host limit), then one P cell, then the
 # D/F pairs in the configured counterbalanced order; every cell is compared with the oracle.
@@ -19,8 +19,8 @@ rule matched_source_cell:
     params:
         dir=lambda w, output: run_dir(output),
         limit=lambda w, input: "" if w.cell == "oracle" else
-        f"--budget-bytes {pm_budget(input.inventory, MS['ratio'])} --overhead {input.overhead}",
-        gen=lambda w, input: ms_generate_args(w.cell, input.model, pm_budget(input.inventory, MS["ratio"])),
+        f"--budget-bytes {ms_host_budget(input.inventory)} --overhead {input.overhead}",
+        gen=lambda w, input: ms_generate_args(w.cell, input.model, ms_pager_budget(w.cell, input.inventory)),
         prompt=PM["prompt"],
         meta=lambda w, input: ms_meta(w.cell, input.inventory),
         cgroup=config["harness"]["cgroup"],

@@ -12,7 +12,8 @@ rule pager_model_calibrate_run:
         f"{PM_RUNS}/{PM_NAME}/calibrate/{{arm}}/rep{{rep}}/harness.json",
     params:
         dir=lambda w, output: run_dir(output),
-        gen=lambda w, input: generate_args(input.model, w.arm, pm_budget(input.inventory, max(PM["ratios"]))),
+        # A whole generation at a budget that holds the model: O includes the decode's memory.
+        gen=lambda w, input: generate_args(input.model, w.arm, pm_budget(input.inventory, 1.0)),
         prompt=PM["prompt"],
         meta=lambda w: pm_meta(campaign="calibrate", arm=w.arm, rep=w.rep),
         cgroup=config["harness"]["cgroup"],
@@ -24,7 +25,7 @@ rule pager_model_calibrate_run:
         CONDA_ENV
     shell:
         "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --calibrate --out {params.dir} 2> {log}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
 
 
 rule pager_model_overhead:

@@ -31,7 +31,7 @@ def _cell(x) -> dict:
             "first_differing_step": as_int(x["first_differing_step"]), "admissible": x["admissible"],
             "wall_s": as_float(x["wall_s"]), "tokens_per_s": as_float(x["tokens_per_s"]),
             "exposed_source_wait_ns": as_int(x["exposed_source_wait_ns"]),
-            "peak_bytes": as_int(x["peak_bytes"]), "limit_bytes": as_int(x["limit_bytes"]),
+            "budget_chunks": as_int(x["budget_chunks"]), "peak_bytes": as_int(x["peak_bytes"]), "limit_bytes": as_int(x["limit_bytes"]),
             "headroom_bytes": as_int(x["headroom_bytes"]), "limit_events_total": as_int(x["limit_events_total"]),
             "oom_kills": as_int(x["oom_kills"]), "host_grade": x["host_grade"],
             "source_submissions": as_int(x["source_submissions"]), "source_completions": as_int(x["source_completions"]),
@@ -81,6 +81,8 @@ def compute(frames, settings) -> ClaimResult:
         "exposed_source_wait_f_over_d": _ratio(pairs, "exposed_source_wait_ns"),
         "decode_rate_f_over_d": _ratio(pairs, "tokens_per_s"),
         "physical_bytes_per_output_f_over_d": bpo["ratio"] if bpo else None,
+        "cache_chunks": sorted({c["budget_chunks"] for c in cells if c["source_arm"] != "oracle"},
+                               key=lambda v: -1 if v is None else v),
         "d_and_f_exact": [c["exact"] is True for c in df],
         "d_and_f_admissible": [c["admissible"] for c in df],
         "f_balanced": [c["source_submissions"] is not None and c["source_submissions"] == c["source_completions"]
@@ -91,6 +93,7 @@ def compute(frames, settings) -> ClaimResult:
                                         and c["source_windows_free_at_close"] == c["source_windows"] for c in df],
         "eq1_holds": [c["eq1_margin_bytes"] is not None and c["eq1_margin_bytes"] > 0 for c in df],
     }
+    values["cache_held_fixed"] = len(values["cache_chunks"]) == 1 and values["cache_chunks"][0] is not None
     if any(a is None for a in values["d_and_f_admissible"]):
         insufficient.append("a D or F cell ran without a hard host limit: admissibility cannot be judged")
     tol = float(settings["c2_bytes_ratio_tolerance"])
@@ -100,6 +103,7 @@ def compute(frames, settings) -> ClaimResult:
                 f"({values['p']['limit_events_total'] if p else 'n/a'} limit events); bytes/output F/D "
                 f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}.")
     assertions = [
+        Assertion("/values/cache_held_fixed", "eq", True, why="P, D and F hold the same cache capacity (chunks)"),
         Assertion("/values/p/exact", "eq", True, why="P is oracle-exact"),
         Assertion("/values/d_and_f_exact", "all_true", why="every D and F cell is oracle-exact"),
         Assertion("/values/d_and_f_admissible", "all_true",

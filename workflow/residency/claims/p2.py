@@ -7,7 +7,7 @@ Arm D reads fewer bytes than arm C at every budget ratio and fewer than arm A
 from __future__ import annotations
 
 from . import model_runs as mr
-from .record import Assertion, ClaimResult, fmt
+from .record import Assertion, ClaimResult, as_int, fmt
 
 ID = "P2"
 REFERENCE = ("Reference claim 2: declaring the layer sequence lets the pager keep the right chunks resident; "
@@ -33,8 +33,8 @@ def compute(frames, settings) -> ClaimResult:
             "d_over_a": d[r] / a[r] if d.get(r) and a.get(r) else None,
             "d_over_c": d[r] / c[r] if d.get(r) and c.get(r) else None,
             "d_reps": int(len(reps)), "d_distinct_traces": int(reps["trace_sha256"].nunique()),
-            "d_bytes_min": int(reps["physical_bytes_read"].min()) if len(reps) else None,
-            "d_bytes_max": int(reps["physical_bytes_read"].max()) if len(reps) else None,
+            "d_bytes_min": as_int(reps["physical_bytes_read"].min()) if len(reps) else None,
+            "d_bytes_max": as_int(reps["physical_bytes_read"].max()) if len(reps) else None,
         })
     values = {
         "per_r": per,

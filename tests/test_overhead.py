@@ -1,0 +1,52 @@
+"""O = max over calibration runs of (peak - weight-side bytes held); what counts as held."""
+
+import json
+
+import pytest
+
+from residency import overhead
+
+MiB = 1 << 20
+
+
+def _run(tmp_path, name, peak, run, status="ok"):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "harness.json").write_text(json.dumps({"status": status, "host": {"cgroup": {"peak_bytes": peak}},
+                                                "rusage": {"maxrss_kib": 1}}))
+    (d / "run.json").write_text(json.dumps(run))
+    return d
+
+
+def _pager(held, window=2 * MiB, pt=64 << 10, huge=0, chunk=MiB):
+    return {"subcommand": "generate", "arm": "pager-declared", "region": {"chunk_size": chunk},
+            "counters": {"max_resident_chunks": held},
+            "budget": {"window_bytes": window, "page_table_bytes": pt, "huge_reserve_chunks": huge}}
+
+
+def test_a_generation_pays_its_windows_page_tables_and_resident_chunks(tmp_path):
+    # 10 chunks resident + 2 MiB of windows + 64 KiB of page tables: the rest is overhead.
+    d = _run(tmp_path, "d", 10 * MiB + 2 * MiB + (64 << 10) + 7 * MiB, _pager(10))
+    rec = overhead.calibrate([d], tmp_path / "o.json")
+    assert rec["overhead_bytes"] == 7 * MiB
+    assert json.loads((tmp_path / "o.json").read_text()) == rec
+
+
+def test_a_run_that_filled_nothing_pays_only_its_windows(tmp_path):
+    d = _run(tmp_path, "d", 2 * MiB + 3 * MiB, _pager(0))
+    assert overhead.calibrate([d], tmp_path / "o.json")["overhead_bytes"] == 3 * MiB
+
+
+def test_kernel_mmap_pays_the_model_file_and_o_is_the_highest_remainder(tmp_path):
+    a = _run(tmp_path, "a", 40 * MiB + 9 * MiB, {"subcommand": "generate", "arm": "kernel-mmap",
+                                                  "model": {"bytes": 40 * MiB}})
+    d = _run(tmp_path, "d", 10 * MiB + 2 * MiB + (64 << 10) + 7 * MiB, _pager(10))
+    rec = overhead.calibrate([a, d], tmp_path / "o.json")
+    assert rec["overhead_bytes"] == 9 * MiB and rec["method"] == "cgroup-peak"
+
+
+def test_a_failed_calibration_run_stops_with_its_directory(tmp_path):
+    d = _run(tmp_path, "d", MiB, _pager(0), status="oom-killed")
+    with pytest.raises(overhead.CalibrationError, match="did not complete"):
+        overhead.calibrate([d], tmp_path / "o.json")
+    assert not (tmp_path / "o.json").exists()
