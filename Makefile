@@ -15,7 +15,9 @@ ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESI
 
 .PHONY: figures test test-python test-engine test-engine-release test-engine-asan test-engine-tsan sysdeps venv llama bench clean
 
+# The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
+	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default engine
 	$(BIN)/snakemake --cores $(CORES) --profile workflow/profiles/default figures
 
 test: sysdeps venv test-engine test-python
