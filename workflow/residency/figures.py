@@ -177,6 +177,6 @@ def fig08_matched_source_pairs(runs_parquet, _unused, stem) -> None:
         ax.grid(alpha=0.3, axis="y")
         ax.title.set_fontsize(9)
     model = df["model"].dropna().iloc[0] if df["model"].notna().any() else "?"
-    fig.suptitle(f"Figure 08. Matched source pairs on {model}: same model, prompt, cache policy and budget; "
-                 "only the source changes", fontsize=10)
+    fig.suptitle(f"Figure 08. Matched source pairs on {model}: same model, prompt, cache policy, "
+                 "cache size and host limit; only the source changes", fontsize=10)
     _save(fig, stem)
