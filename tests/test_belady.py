@@ -79,3 +79,30 @@ def test_cyclic_scan_known_values():
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError):
         belady.opt_misses([1, 2], 0)
+
+
+@given(trace=st.lists(st.integers(0, 20), max_size=150), capacity=st.integers(1, 10))
+def test_step_held_min_is_min_when_every_access_is_its_own_step(trace, capacity):
+    assert belady.step_held_min_misses(trace, list(range(len(trace))), capacity) == belady.opt_misses(trace, capacity)
+
+
+@given(trace=st.lists(st.integers(0, 20), max_size=150), capacity=st.integers(1, 10),
+       cuts=st.lists(st.booleans(), min_size=150, max_size=150))
+def test_step_held_min_never_beats_min(trace, capacity, cuts):
+    steps, s = [], 0
+    for i in range(len(trace)):
+        s += cuts[i]
+        steps.append(s)
+    held = belady.step_held_min_misses(trace, steps, capacity)
+    assert belady.opt_misses(trace, capacity) <= held <= len(trace)
+
+
+def test_step_held_min_keeps_the_step_being_computed():
+    # Capacity 2, steps [0 1] [2] [0 1] [2]. At the miss on 1 in the third step MIN evicts 0
+    # (never used again) although that step has just read it; held, it must evict 2 instead,
+    # which the fourth step then misses.
+    trace, steps = [0, 1, 2, 0, 1, 2], [0, 0, 1, 2, 2, 3]
+    assert belady.opt_misses(trace, 2) == 4           # 0 1 2(evict 1) 0 1(evict 0 or 2) 2
+    assert belady.step_held_min_misses(trace, steps, 2) == 5
+    with pytest.raises(ValueError):
+        belady.step_held_min_misses([1, 2], [0], 2)

@@ -91,6 +91,9 @@ def test_p7_opt_is_a_floor(tmp_path):
     root = project(tmp_path)
     doc = claims.make("P7", root, SETTINGS)
     assert all(c["d_over_opt"] == 1.0 for c in doc["values"]["cells"])
+    # Holding a step's chunks can only cost misses: the reference is at or above OPT.
+    assert all(c["step_held_min_misses"] >= c["opt_misses"] for c in doc["values"]["cells"])
+    assert len(doc["values"]["d_over_step_held_min_per_r"]) == 3
 
 
 def test_model_claims_insufficient_without_runs(tmp_path):

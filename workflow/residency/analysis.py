@@ -142,12 +142,33 @@ def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.P
 
 MODEL_IDENTITY = ["engine_sha256", "model", "model_sha256", "config_digest"]
 MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in ("threads", "compute_us", "signal", *IDENTITY)]
-                             + [("valid", pa.bool_())] + [(c, pa.string()) for c in MODEL_IDENTITY])
+                             + [("valid", pa.bool_()),
+                                # MIN holding each step's chunks until the step ends (belady.py)
+                                ("step_held_min_misses", pa.int64()),
+                                ("d_over_step_held_min", pa.float64())]
+                             + [(c, pa.string()) for c in MODEL_IDENTITY])
+
+
+def _step_held(df: pd.DataFrame) -> pd.DataFrame:
+    held = []
+    for _, row in df.iterrows():
+        trace_path = Path(row["run_dir"]) / "trace.bin"
+        cap = row["capacity_chunks"]
+        if trace_path.exists() and pd.notna(cap) and cap:
+            t = trace_mod.read(trace_path)
+            held.append(belady.step_held_min_misses(t.reference(), t.reference_steps(), int(cap)))
+        else:
+            held.append(None)
+    df = df.copy()
+    df["step_held_min_misses"] = pd.array(held, dtype="Int64")
+    df["d_over_step_held_min"] = [(m / h) if h and pd.notna(h) and pd.notna(m) else None
+                                  for m, h in zip(df["misses"], df["step_held_min_misses"])]
+    return df
 
 
 def analyse_pager_model(runs_parquet: str | os.PathLike, opt_out: str | os.PathLike) -> None:
     """OPT per run of the real-model study, at the pager's capacity, from its own trace."""
     runs = pd.read_parquet(runs_parquet)
     runs = runs[runs["campaign"] == "main"]
-    df = opt_table(runs, keys=("valid",), cyclic=False, identity=MODEL_IDENTITY)
+    df = _step_held(opt_table(runs, keys=("valid",), cyclic=False, identity=MODEL_IDENTITY))
     _write(df[MODEL_OPT_SCHEMA.names], MODEL_OPT_SCHEMA, opt_out)

@@ -35,6 +35,10 @@ class Trace:
         """The workload's reference trace: accessed chunks in step order (Belady's input)."""
         return self.accesses["chunk"].astype(np.int64).tolist()
 
+    def reference_steps(self) -> list[int]:
+        """The step of each access of `reference()`."""
+        return self.accesses["step"].astype(np.int64).tolist()
+
     def misses_per_pass(self) -> list[int]:
         acc = self.accesses
         passes = acc["step"] // max(self.chunks, 1)
