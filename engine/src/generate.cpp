@@ -415,14 +415,7 @@ void Run::progress_line(uint32_t done, bool final) {
 }
 
 nlohmann::json Run::record(bool ok, const std::string& error) {
-  nlohmann::json j;
-  j["schema_version"] = kRunSchemaVersion;
-  j["subcommand"] = "generate";
-  j["status"] = ok ? "ok" : "failed";
-  j["error"] = ok ? nlohmann::json(nullptr) : nlohmann::json(error);
-  j["arm"] = to_string(cfg_.arm);
-  j["policy"] = policy_kind_ ? nlohmann::json(to_string(*policy_kind_)) : nlohmann::json(nullptr);
-  j["source_engine"] = pager_ ? nlohmann::json(to_string(pager_->source().engine())) : nlohmann::json(nullptr);
+  nlohmann::json j = pager_run_head("generate", ok, error, to_string(cfg_.arm), policy_kind_, pager_.get());
   j["signal"] = "eval-callback";
   {
     std::string hooks;
@@ -440,7 +433,6 @@ nlohmann::json Run::record(bool ok, const std::string& error) {
                                         {"answer", probe_.fired ? nlohmann::json(probe_.answer == PlanError::None ? "recycled" : to_string(probe_.answer))
                                                                 : nlohmann::json(nullptr)},
                                         {"resident_after", probe_.resident_after}};
-  j["uffd_mode"] = pager_ ? nlohmann::json(to_string(pager_->uffd_mode())) : nlohmann::json(nullptr);
   j["config"] = config_json(cfg_);
   j["region"] = {{"path", cfg_.model}, {"bytes", m_.file_bytes}, {"chunk_size", m_.chunk_size}, {"chunks", m_.chunks}};
   j["budget"] = {{"budget_bytes", cfg_.budget_bytes ? nlohmann::json(*cfg_.budget_bytes) : nlohmann::json(nullptr)},

@@ -1,5 +1,7 @@
 #include "pager_record.hpp"
 
+#include "run_record.hpp"
+
 namespace resid {
 
 namespace {
@@ -7,6 +9,20 @@ namespace {
 nlohmann::json or_null(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
 
 }  // namespace
+
+nlohmann::json pager_run_head(const char* subcommand, bool ok, const std::string& error, const char* arm,
+                              std::optional<PolicyKind> policy, const Pager* p) {
+  nlohmann::json j;
+  j["schema_version"] = kRunSchemaVersion;
+  j["subcommand"] = subcommand;
+  j["status"] = ok ? "ok" : "failed";
+  j["error"] = ok ? nlohmann::json(nullptr) : nlohmann::json(error);
+  j["arm"] = arm;
+  j["policy"] = policy ? nlohmann::json(to_string(*policy)) : nlohmann::json(nullptr);
+  j["source_engine"] = p ? nlohmann::json(to_string(p->source().engine())) : nlohmann::json(nullptr);
+  j["uffd_mode"] = p ? nlohmann::json(to_string(p->uffd_mode())) : nlohmann::json(nullptr);
+  return j;
+}
 
 nlohmann::json pager_source_json(const Pager* p) {
   const PagerSourceReport r = p ? p->source_report() : PagerSourceReport{};

@@ -3,11 +3,17 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "pager.hpp"
 
 namespace resid {
+
+// The head every pager run record starts with (schema, subcommand, status, error, arm,
+// policy, source engine, uffd mode); null pager (arm A): policy, engine and mode null.
+nlohmann::json pager_run_head(const char* subcommand, bool ok, const std::string& error, const char* arm,
+                              std::optional<PolicyKind> policy, const Pager* p);
 
 // `source_stats`: what the Source did (read after the pager shut down). Null pager (arm A):
 // the same keys, engine null, zeros.

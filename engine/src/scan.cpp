@@ -341,16 +341,8 @@ int run_scan(const ScanConfig& cfg) {
   }
 
   auto base_record = [&](bool ok, const std::string& error) {
-    nlohmann::json j;
-    j["schema_version"] = kRunSchemaVersion;
-    j["subcommand"] = "scan";
-    j["status"] = ok ? "ok" : "failed";
-    j["error"] = ok ? nlohmann::json(nullptr) : nlohmann::json(error);
-    j["arm"] = to_string(cfg.arm);
-    j["policy"] = policy_kind ? nlohmann::json(to_string(*policy_kind)) : nlohmann::json(nullptr);
-    j["source_engine"] = pager ? nlohmann::json(to_string(pager->source().engine())) : nlohmann::json(nullptr);
+    nlohmann::json j = pager_run_head("scan", ok, error, to_string(cfg.arm), policy_kind, pager.get());
     j["signal"] = to_string(cfg.signal);
-    j["uffd_mode"] = pager ? nlohmann::json(to_string(pager->uffd_mode())) : nlohmann::json(nullptr);
     j["config"] = config_json(cfg);
     j["region"] = {{"path", cfg.region}, {"bytes", file_bytes}, {"chunk_size", cfg.chunk_size}, {"chunks", chunks}};
     j["budget"] = {{"budget_bytes", cfg.budget_bytes ? nlohmann::json(*cfg.budget_bytes) : nlohmann::json(nullptr)},
