@@ -12,30 +12,37 @@ HEADER = struct.Struct("<8sIIQQ")
 RECORD = struct.Struct("<IIBBHI")
 
 
-def simulate(policy: str, chunks: int, capacity: int, passes: int, extra_miss_steps=()):
-    """(trace records, misses, evictions) of a cyclic scan under 'lru' or 'min' eviction."""
-    resident: OrderedDict[int, None] = OrderedDict()
+def _simulate(seq, policy: str, capacity: int, extra_miss_steps=()):
+    """(trace records, misses, evictions) of (step, chunk) accesses under 'lru' or 'min'
+    (Belady: evict the chunk whose next use is farthest). A step in extra_miss_steps counts
+    its access as a miss although the chunk is resident (a fake signal fault)."""
+    nxt, last = [0] * len(seq), {}
+    for i in range(len(seq) - 1, -1, -1):
+        nxt[i] = last.get(seq[i][1], 10**9)
+        last[seq[i][1]] = i
+    resident: OrderedDict[int, int] = OrderedDict()  # chunk -> position of its next use
     records, misses, evictions = [], 0, 0
-    for step in range(chunks * passes):
-        c = step % chunks
+    for pos, (step, c) in enumerate(seq):
         miss = c not in resident or step in extra_miss_steps
         if miss:
             misses += 1
             if c not in resident:
                 if len(resident) >= capacity:
-                    if policy == "lru":
-                        victim = next(iter(resident))
-                    else:  # MIN on a cyclic scan: evict the most recently used chunk
-                        victim = next(reversed(resident))
+                    victim = next(iter(resident)) if policy == "lru" else max(resident, key=resident.get)
                     del resident[victim]
                     evictions += 1
                     records.append((step, victim, 4, 0))
                 records.append((step, c, 2, 0))
-        resident[c] = None
+        resident[c] = nxt[pos]
         resident.move_to_end(c)
         records.append((step, c, 1, 1 if miss else 0))
     records.sort(key=lambda r: (r[0], r[2], r[1]))
     return records, misses, evictions
+
+
+def simulate(policy: str, chunks: int, capacity: int, passes: int, extra_miss_steps=()):
+    """A cyclic scan of `chunks` chunks, one per step."""
+    return _simulate([(s, s % chunks) for s in range(chunks * passes)], policy, capacity, extra_miss_steps)
 
 
 def write_trace(path: Path, chunk_size: int, chunks: int, records) -> None:
@@ -103,32 +110,9 @@ MODEL_OBJECTS = [[0, 1, 2, 3], [4], [5], [6], [7], [0, 1, 2, 3]]  # embd, layer.
 
 
 def simulate_steps(policy: str, capacity: int, passes: int):
-    """Trace records, misses, evictions of object steps under 'lru' or 'min' (Belady)."""
-    import numpy as _np  # noqa: F401  (keeps the fixture import-light for scan tests)
-
+    """The object steps of MODEL_OBJECTS, `passes` times."""
     seq = [(p * len(MODEL_OBJECTS) + i, c) for p in range(passes) for i, obj in enumerate(MODEL_OBJECTS) for c in obj]
-    resident: OrderedDict[int, None] = OrderedDict()
-    records, misses, evictions = [], 0, 0
-    for pos, (step, c) in enumerate(seq):
-        miss = c not in resident
-        if miss:
-            misses += 1
-            if len(resident) >= capacity:
-                if policy == "lru":
-                    victim = next(iter(resident))
-                else:
-                    def nxt(x):
-                        return next((j for j in range(pos + 1, len(seq)) if seq[j][1] == x), 10**9)
-                    victim = max(resident, key=nxt)
-                del resident[victim]
-                evictions += 1
-                records.append((step, victim, 4, 0))
-            records.append((step, c, 2, 0))
-        resident[c] = None
-        resident.move_to_end(c)
-        records.append((step, c, 1, 1 if miss else 0))
-    records.sort(key=lambda r: (r[0], r[2], r[1]))
-    return records, misses, evictions
+    return _simulate(seq, policy, capacity)
 
 
 def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: int, *, tokens=4, n_vocab=16,

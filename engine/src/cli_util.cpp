@@ -18,4 +18,19 @@ CLI::Validator unsigned_up_to(uint64_t max) {
       "UINT");
 }
 
+void add_source_flags(CLI::App* app, SourceFlags& f, const std::string& default_source) {
+  f.source = default_source;
+  app->add_option("--source", f.source, "buffered | direct | uring (P, D, F)")
+      ->check(CLI::IsMember({"buffered", "direct", "uring"}))
+      ->capture_default_str();
+  f.windows_opt = add_uint(app, "--windows", f.windows, "source windows (default 8 for uring, 1 otherwise)");
+  f.depth_opt = add_uint(app, "--depth", f.depth, "most reads in flight (default: --windows)");
+}
+
+void SourceFlags::apply(SourceEngine& engine, std::optional<uint32_t>& w, std::optional<uint32_t>& d) const {
+  engine = *parse_source_engine(source);
+  if (windows_opt->count() > 0) w = windows;
+  if (depth_opt->count() > 0) d = depth;
+}
+
 }  // namespace resid

@@ -3,15 +3,6 @@
 #include "clock.hpp"
 #include "errors.hpp"
 
-namespace resid {
-
-uint32_t source_windows(const GenerateConfig& c) {
-  return c.windows.value_or(c.source == SourceEngine::Uring ? 8 : 1);
-}
-uint32_t source_depth(const GenerateConfig& c) { return c.depth.value_or(source_windows(c)); }
-
-}  // namespace resid
-
 #if !RESID_WITH_LLAMA
 
 namespace resid {
@@ -123,8 +114,8 @@ nlohmann::json config_json(const GenerateConfig& c) {
           {"threads", c.threads},
           {"ctx", c.ctx},
           {"source", to_string(c.source)},
-          {"windows", source_windows(c)},
-          {"depth", source_depth(c)},
+          {"windows", source_options(c.source, c.windows, c.depth).windows},
+          {"depth", source_options(c.source, c.windows, c.depth).depth},
           {"prefetch_depth", c.prefetch_depth},
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
@@ -862,10 +853,8 @@ int Run::execute() {
   }
   if (policy_kind_) {
     if (!cfg_.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg_.arm)));
-    SourceOptions so;
-    so.windows = source_windows(cfg_);
-    so.depth = source_depth(cfg_);
-    auto source = open_source(cfg_.source, cfg_.model, cfg_.chunk_size, so);
+    auto source = open_source(cfg_.source, cfg_.model, cfg_.chunk_size,
+                              source_options(cfg_.source, cfg_.windows, cfg_.depth));
     // Every window is paid from the budget (F: all N of them), as is the page-table reserve.
     window_bytes_ = source->window_bytes();
     page_table_bytes_ = Pager::page_table_reserve(static_cast<uint64_t>(m_.chunks) * cfg_.chunk_size);

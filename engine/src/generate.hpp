@@ -37,9 +37,6 @@ struct GenerateConfig {
   std::optional<HugeChunks> huge;
 };
 
-// --windows / --depth after the defaults.
-uint32_t source_windows(const GenerateConfig& c);
-uint32_t source_depth(const GenerateConfig& c);
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?
 bool generate_available();

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
 
   // scan
   resid::ScanConfig sc;
-  std::string arm, signal = "all-threads-finished", source = "direct";
+  std::string arm, signal = "all-threads-finished";
   uint64_t budget = 0;
   auto* scan = app.add_subcommand("scan", "the synthetic lockstep layer scan");
   auto* region_opt = scan->add_option("--region", sc.region, "region file from mkregion (required)");
@@ -82,12 +82,8 @@ int main(int argc, char** argv) {
   scan->add_option("--signal", signal, "all-threads-finished | thread0-started")
       ->check(CLI::IsMember({"all-threads-finished", "thread0-started"}))
       ->capture_default_str();
-  scan->add_option("--source", source, "buffered | direct | uring (P, D, F)")
-      ->check(CLI::IsMember({"buffered", "direct", "uring"}))
-      ->capture_default_str();
-  uint32_t s_windows = 0, s_depth = 0;
-  auto* s_windows_opt = add_uint(scan, "--windows", s_windows, "source windows (default 8 for uring, 1 otherwise)");
-  auto* s_depth_opt = add_uint(scan, "--depth", s_depth, "most reads in flight (default: --windows)");
+  resid::SourceFlags s_source;
+  add_source_flags(scan, s_source, "direct");
   add_uint(scan, "--prefetch-depth", sc.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
   scan->add_flag("--eager-reconcile", sc.eager_reconcile, "mincore check after every fill and eviction");
   scan->add_option("--watchdog-s", sc.watchdog_s, "fail a fault not served within this many seconds")
@@ -97,7 +93,7 @@ int main(int argc, char** argv) {
 
   // generate
   resid::GenerateConfig gc;
-  std::string g_arm, g_source = "direct", g_huge;
+  std::string g_arm, g_huge;
   uint64_t g_budget = 0;
   auto* gen = app.add_subcommand("generate", "greedy decoding with llama.cpp through the kernel mapping or the pager");
   auto* g_model_opt = gen->add_option("--model", gc.model, "the GGUF (required)");
@@ -111,12 +107,8 @@ int main(int argc, char** argv) {
   add_uint(gen, "--tokens", gc.tokens, "generated tokens (greedy)")->capture_default_str();
   add_uint(gen, "--threads", gc.threads, "llama.cpp compute threads")->capture_default_str();
   add_uint(gen, "--ctx", gc.ctx, "context size")->capture_default_str();
-  gen->add_option("--source", g_source, "buffered | direct | uring (P, D, F)")
-      ->check(CLI::IsMember({"buffered", "direct", "uring"}))
-      ->capture_default_str();
-  uint32_t g_windows = 0, g_depth = 0;
-  auto* g_windows_opt = add_uint(gen, "--windows", g_windows, "source windows (default 8 for uring, 1 otherwise)");
-  auto* g_depth_opt = add_uint(gen, "--depth", g_depth, "most reads in flight (default: --windows)");
+  resid::SourceFlags g_source;
+  add_source_flags(gen, g_source, "direct");
   add_uint(gen, "--prefetch-depth", gc.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
   gen->add_flag("--eager-reconcile", gc.eager_reconcile, "mincore check after every fill and eviction");
   gen->add_option("--watchdog-s", gc.watchdog_s, "fail a fault not served (or a generation not moving) within this many seconds")
@@ -154,9 +146,7 @@ int main(int argc, char** argv) {
       if (auto m = missing({region_opt, out_opt, arm_opt}); !m.empty()) return input_error(m);
       sc.arm = *resid::parse_arm(arm);
       sc.signal = *resid::parse_signal(signal);
-      sc.source = *resid::parse_source_engine(source);
-      if (s_windows_opt->count() > 0) sc.windows = s_windows;
-      if (s_depth_opt->count() > 0) sc.depth = s_depth;
+      s_source.apply(sc.source, sc.windows, sc.depth);
       if (budget_opt->count() > 0) sc.budget_bytes = budget;
       return resid::run_scan(sc);
     }
@@ -165,9 +155,7 @@ int main(int argc, char** argv) {
       if (!resid::generate_available()) return resid::run_generate(gc);  // says how it was built
       if (auto m = missing({g_model_opt, g_out_opt, g_arm_opt, g_prompt_opt}); !m.empty()) return input_error(m);
       gc.arm = *resid::parse_arm(g_arm);
-      gc.source = *resid::parse_source_engine(g_source);
-      if (g_windows_opt->count() > 0) gc.windows = g_windows;
-      if (g_depth_opt->count() > 0) gc.depth = g_depth;
+      g_source.apply(gc.source, gc.windows, gc.depth);
       if (!g_huge.empty()) gc.huge = *resid::parse_huge_chunks(g_huge);
       if (g_budget_opt->count() > 0) gc.budget_bytes = g_budget;
       return resid::run_generate(gc);

@@ -93,8 +93,8 @@ nlohmann::json config_json(const ScanConfig& c) {
           {"compute_us", c.compute_us},
           {"signal", to_string(c.signal)},
           {"source", to_string(c.source)},
-          {"windows", c.windows.value_or(c.source == SourceEngine::Uring ? 8 : 1)},
-          {"depth", c.depth.value_or(c.windows.value_or(c.source == SourceEngine::Uring ? 8 : 1))},
+          {"windows", source_options(c.source, c.windows, c.depth).windows},
+          {"depth", source_options(c.source, c.windows, c.depth).depth},
           {"prefetch_depth", c.prefetch_depth},
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
@@ -242,10 +242,7 @@ int run_scan(const ScanConfig& cfg) {
 
   if (policy_kind) {
     if (!cfg.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg.arm)));
-    SourceOptions so;
-    so.windows = cfg.windows.value_or(cfg.source == SourceEngine::Uring ? 8 : 1);
-    so.depth = cfg.depth.value_or(so.windows);
-    auto source = open_source(cfg.source, cfg.region, cfg.chunk_size, so);
+    auto source = open_source(cfg.source, cfg.region, cfg.chunk_size, source_options(cfg.source, cfg.windows, cfg.depth));
     window_bytes = source->window_bytes();
     // The pager pays for its own memory out of the weight budget: its windows, and the
     // page-table pages that map its region (they stay charged after MADV_DONTNEED).

@@ -85,6 +85,13 @@ void check_source_flags(SourceEngine engine, std::optional<uint32_t> windows, st
   if (w > 4096) throw InputError("--windows " + std::to_string(w) + " is more than 4096");
 }
 
+SourceOptions source_options(SourceEngine engine, std::optional<uint32_t> windows, std::optional<uint32_t> depth) {
+  SourceOptions so;
+  so.windows = windows.value_or(engine == SourceEngine::Uring ? 8 : 1);
+  so.depth = depth.value_or(static_cast<uint32_t>(so.windows));
+  return so;
+}
+
 Completion read_blocking(Source& src, const Extent& e, uint64_t tag) {
   if (!src.submit(e, tag)) throw std::logic_error("read_blocking: no free window");
   auto c = src.reap(true);

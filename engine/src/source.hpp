@@ -95,6 +95,9 @@ struct SourceOptions {
 };
 std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
                                     size_t window_capacity, const SourceOptions& opts);
+// The options of --windows / --depth after their defaults: 8 windows for uring, 1 for the
+// blocking engines; depth = windows.
+SourceOptions source_options(SourceEngine engine, std::optional<uint32_t> windows, std::optional<uint32_t> depth);
 
 // --windows / --depth of the subcommands that take them (InputError, naming the flag): the
 // blocking engines have one window and depth 1; uring needs 1 <= depth <= windows.

@@ -570,16 +570,11 @@ void Producer::fail_closed() {
 int run_stream(const StreamConfig& cfg) {
   // ---- input (InputError: exit 2, nothing written) ----------------------------------------
   const bool blocking = cfg.source != SourceEngine::Uring;
-  const uint32_t windows = cfg.windows.value_or(blocking ? 1 : 8);
-  const uint32_t depth = cfg.depth.value_or(windows);
   if (cfg.out.empty()) throw InputError("--out is required");
   if (cfg.manifest.empty() == !cfg.object_bytes)
     throw InputError("give exactly one of --manifest and --object-bytes");
-  if (blocking && (windows != 1 || depth != 1))
-    throw InputError(std::string("--source ") + to_string(cfg.source) + " has one window and depth 1");
+  check_source_flags(cfg.source, cfg.windows, cfg.depth);
   if (blocking && cfg.register_buffers) throw InputError("--register-buffers needs --source uring");
-  if (windows == 0 || depth == 0) throw InputError("--windows and --depth must be positive");
-  if (depth > windows) throw InputError("--depth " + std::to_string(depth) + " exceeds --windows " + std::to_string(windows));
   if (cfg.window_bytes == 0 || cfg.window_bytes % 4096 != 0)
     throw InputError("--window-bytes must be a positive multiple of 4096");
   if (cfg.slots == 0 || cfg.consumers == 0 || cfg.passes == 0 || cfg.bundle == 0)
@@ -589,10 +584,9 @@ int run_stream(const StreamConfig& cfg) {
     throw InputError(std::string("--fault ") + to_string(cfg.fault) + " needs --source uring (the fault cells run on eight O_DIRECT windows)");
   if (!(cfg.watchdog_s > 0)) throw InputError("--watchdog-s must be positive");
 
-  SourceOptions so;
-  so.windows = windows;
-  so.depth = depth;
+  SourceOptions so = source_options(cfg.source, cfg.windows, cfg.depth);
   so.register_buffers = cfg.register_buffers;
+  const uint32_t windows = static_cast<uint32_t>(so.windows), depth = static_cast<uint32_t>(so.depth);
   std::unique_ptr<Source> src = open_source(cfg.source, cfg.file, cfg.window_bytes, so);
   auto* uring = dynamic_cast<UringSource*>(src.get());
   if (src->engine() != cfg.source) throw std::logic_error("the source engine that opened is not the one asked for");

@@ -11,15 +11,13 @@ namespace resid {
 struct StreamCli {
   CLI::App* cmd = nullptr;
   StreamConfig cfg;
-  std::string source = "uring";
+  SourceFlags source;
   std::string fault = "none";
   std::string register_buffers = "off";
   uint64_t object_bytes = 0;
   uint64_t pattern_seed = 0;
   CLI::Option* pattern_seed_opt = nullptr;
-  uint32_t windows = 0, depth = 0;
   CLI::Option *file = nullptr, *out = nullptr, *manifest = nullptr, *object_bytes_opt = nullptr;
-  CLI::Option *windows_opt = nullptr, *depth_opt = nullptr;
 };
 
 std::shared_ptr<StreamCli> add_stream_subcommand(CLI::App& app) {
@@ -31,11 +29,7 @@ std::shared_ptr<StreamCli> add_stream_subcommand(CLI::App& app) {
   cli->out = s->add_option("--out", c.out, "run directory, created (required)");
   cli->manifest = s->add_option("--manifest", c.manifest, "objects.json: objects and their extents");
   cli->object_bytes_opt = add_uint(s, "--object-bytes", cli->object_bytes, "fixed-size objects tiling the file");
-  s->add_option("--source", cli->source, "buffered | direct | uring")
-      ->check(CLI::IsMember({"buffered", "direct", "uring"}))
-      ->capture_default_str();
-  cli->windows_opt = add_uint(s, "--windows", cli->windows, "host windows (default 8 for uring, 1 otherwise)");
-  cli->depth_opt = add_uint(s, "--depth", cli->depth, "most reads in flight (default: --windows)");
+  add_source_flags(s, cli->source, "uring");
   add_uint(s, "--window-bytes", c.window_bytes, "window capacity, a multiple of 4096")->capture_default_str();
   s->add_option("--register-buffers", cli->register_buffers, "uring: register the windows (read_fixed): on | off")
       ->check(CLI::IsMember({"on", "off"}))
@@ -67,10 +61,8 @@ int run_stream_cli(const StreamCli& cli) {
   if (cli.out->count() == 0) throw InputError("--out is required");
   StreamConfig c = cli.cfg;
   if (cli.object_bytes_opt->count() > 0) c.object_bytes = cli.object_bytes;
-  if (cli.windows_opt->count() > 0) c.windows = cli.windows;
-  if (cli.depth_opt->count() > 0) c.depth = cli.depth;
+  cli.source.apply(c.source, c.windows, c.depth);
   if (cli.pattern_seed_opt->count() > 0) c.pattern_seed = cli.pattern_seed;
-  c.source = *parse_source_engine(cli.source);
   c.fault = *parse_fault_cell(cli.fault);
   c.register_buffers = cli.register_buffers == "on";
   return run_stream(c);
