@@ -59,18 +59,22 @@ def _capacity(row) -> int | None:
 
 
 def opt_table(runs: pd.DataFrame, keys=("threads", "compute_us", "signal"), cyclic=True,
-              identity=IDENTITY) -> pd.DataFrame:
+              identity=IDENTITY, step_held=False) -> pd.DataFrame:
     """OPT per run from its own trace. `cyclic`: the trace is a plain cyclic chunk scan, so
-    the closed form applies as a cross-check (the synthetic study)."""
+    the closed form applies as a cross-check (the synthetic study). `step_held`: also MIN
+    holding each step's chunks while it computes (the real-model study)."""
     rows = []
     for _, row in runs.iterrows():
         trace_path = Path(row["run_dir"]) / "trace.bin"
         cap = _capacity(row) if pd.notna(row["budget_bytes"]) else None
         nominal = int(row["budget_bytes"] // row["chunk_bytes"]) if pd.notna(row["budget_bytes"]) and row["chunk_bytes"] else None
-        opt = opt_nom = closed = None
+        opt = opt_nom = closed = held = None
         if trace_path.exists() and cap:
-            ref = trace_mod.read(trace_path).reference()
+            trace = trace_mod.read(trace_path)
+            ref = trace.reference()
             opt = belady.opt_misses(ref, cap)
+            if step_held:
+                held = belady.step_held_min_misses(ref, trace.reference_steps(), cap)
             opt_nom = belady.opt_misses(ref, nominal) if nominal else None
             if cyclic:
                 closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))
@@ -81,6 +85,8 @@ def opt_table(runs: pd.DataFrame, keys=("threads", "compute_us", "signal"), cycl
             "opt_misses": opt, "opt_misses_nominal": opt_nom, "opt_closed_form": closed,
             "opt_miss_rate": (opt / row["accesses"]) if opt is not None and row["accesses"] else None,
             "d_over_opt": (row["misses"] / opt) if opt else None,
+            **({"step_held_min_misses": held, "d_over_step_held_min": (row["misses"] / held) if held else None}
+               if step_held else {}),
         })
     return pd.DataFrame(rows)
 
@@ -149,26 +155,10 @@ MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in ("threads",
                              + [(c, pa.string()) for c in MODEL_IDENTITY])
 
 
-def _step_held(df: pd.DataFrame) -> pd.DataFrame:
-    held = []
-    for _, row in df.iterrows():
-        trace_path = Path(row["run_dir"]) / "trace.bin"
-        cap = row["capacity_chunks"]
-        if trace_path.exists() and pd.notna(cap) and cap:
-            t = trace_mod.read(trace_path)
-            held.append(belady.step_held_min_misses(t.reference(), t.reference_steps(), int(cap)))
-        else:
-            held.append(None)
-    df = df.copy()
-    df["step_held_min_misses"] = pd.array(held, dtype="Int64")
-    df["d_over_step_held_min"] = [(m / h) if h and pd.notna(h) and pd.notna(m) else None
-                                  for m, h in zip(df["misses"], df["step_held_min_misses"])]
-    return df
-
 
 def analyse_pager_model(runs_parquet: str | os.PathLike, opt_out: str | os.PathLike) -> None:
     """OPT per run of the real-model study, at the pager's capacity, from its own trace."""
     runs = pd.read_parquet(runs_parquet)
     runs = runs[runs["campaign"] == "main"]
-    df = _step_held(opt_table(runs, keys=("valid",), cyclic=False, identity=MODEL_IDENTITY))
+    df = opt_table(runs, keys=("valid",), cyclic=False, identity=MODEL_IDENTITY, step_held=True)
     _write(df[MODEL_OPT_SCHEMA.names], MODEL_OPT_SCHEMA, opt_out)
