@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .arms import KERNEL_MMAP
 from . import atomic, belady
 from . import trace as trace_mod
 
@@ -53,7 +54,7 @@ DETERMINISM_SCHEMA = pa.schema([
 
 
 def _capacity(row) -> int | None:
-    if row["arm"] == "kernel-mmap":
+    if row["arm"] == KERNEL_MMAP:
         return int(row["budget_bytes"] // row["chunk_bytes"]) if row["budget_bytes"] else None
     return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
 

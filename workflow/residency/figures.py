@@ -15,15 +15,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import atomic  # noqa: E402
+from . import arms, atomic  # noqa: E402
 
-ARM_STYLE = {  # reference letter, label, colour, marker
-    "kernel-mmap": ("A", "A kernel mmap", "#7f7f7f", "s"),
-    "pager-lru": ("C", "C pager, LRU", "#d62728", "v"),
-    "pager-declared": ("D", "D (declared) pager", "#1f77b4", "o"),
-    "pager-prefetch": ("E", "E declared + prefetch", "#2ca02c", "^"),
-    "pager-zero": ("Z", "pager, no reuse", "#9467bd", "x"),
+ARM_STYLE = {  # label ({letter}: the arm's reference letter), colour, marker
+    arms.KERNEL_MMAP: ("{letter} kernel mmap", "#7f7f7f", "s"),
+    arms.PAGER_LRU: ("{letter} pager, LRU", "#d62728", "v"),
+    arms.PAGER_DECLARED: ("{letter} (declared) pager", "#1f77b4", "o"),
+    arms.PAGER_PREFETCH: ("{letter} declared + prefetch", "#2ca02c", "^"),
+    arms.PAGER_ZERO: ("pager, no reuse", "#9467bd", "x"),
 }
+
+
+def _arm_styles():
+    """(arm, label, colour, marker) of every pager-study arm, in legend order."""
+    return [(arm, arms.labelled(arm, label), color, marker) for arm, (label, color, marker) in ARM_STYLE.items()]
 
 
 def _save(fig, stem: str | os.PathLike) -> None:
@@ -47,7 +52,7 @@ def fig02_miss_rate_vs_optimal(runs_parquet, opt_parquet, stem) -> None:
     main = runs[(runs["campaign"] == "main") & (runs["status"] == "ok")].copy()
     main["bytes_per_pass"] = main["physical_bytes_read"] / (main["passes"] * main["region_bytes"])
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
-    for arm, (_, label, color, marker) in ARM_STYLE.items():
+    for arm, label, color, marker in _arm_styles():
         sub = main[main["arm"] == arm]
         if sub.empty:
             continue
@@ -55,13 +60,13 @@ def fig02_miss_rate_vs_optimal(runs_parquet, opt_parquet, stem) -> None:
         _band(ax2, sub, "bytes_per_pass", label, color, marker)
     # OPT at the pager's capacity (the bound D is held to), from the D runs' own traces;
     # in bytes, OPT's fetches are also a floor for prefetching arms.
-    o = opt[(opt["campaign"] == "main") & (opt["arm"] == "pager-declared") & opt["opt_miss_rate"].notna()]
+    o = opt[(opt["campaign"] == "main") & (opt["arm"] == arms.PAGER_DECLARED) & opt["opt_miss_rate"].notna()]
     o = o.merge(main[["run_dir", "chunk_bytes", "passes", "region_bytes"]], on="run_dir")
     if not o.empty:
         o["opt_bytes_per_pass"] = o["opt_misses"] * o["chunk_bytes"] / (o["passes"] * o["region_bytes"])
         g = o.groupby("r")[["opt_miss_rate", "opt_bytes_per_pass"]].mean().reset_index()
         for ax, col in ((ax1, "opt_miss_rate"), (ax2, "opt_bytes_per_pass")):
-            ax.plot(g["r"], g[col], color="black", linestyle="--", marker="*", label="OPT (Belady)")
+            ax.plot(g["r"], g[col], color="black", linestyle="--", marker="*", label=f"{arms.OPT} (Belady)")
     n_chunks = int(main["chunks"].iloc[0]) if not main.empty else 0
     passes = int(main["passes"].iloc[0]) if not main.empty else 0
     ax1.set(title="(a) demand misses", xlabel="budget ratio r = resident weight budget / region size",
@@ -99,15 +104,15 @@ def fig06_real_model_bytes(runs_parquet, opt_parquet, stem) -> None:
     """Figure 06: physical bytes read per run (prefill + generated tokens) against r, per arm, with OPT."""
     runs, opt, main, _ = _model_frames(runs_parquet, opt_parquet)
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
-    for arm, (_, label, color, marker) in ARM_STYLE.items():
+    for arm, label, color, marker in _arm_styles():
         sub = main[main["arm"] == arm].assign(gb=lambda d: d["physical_bytes_read"] / 1e9)
         if not sub.empty:
             _band(ax, sub, "gb", label, color, marker)
-    o = opt[(opt["arm"] == "pager-declared") & opt["opt_misses"].notna() & opt["valid"]]
+    o = opt[(opt["arm"] == arms.PAGER_DECLARED) & opt["opt_misses"].notna() & opt["valid"]]
     o = o.merge(main[["run_dir", "chunk_bytes"]], on="run_dir")
     if not o.empty:
         g = (o["opt_misses"] * o["chunk_bytes"] / 1e9).groupby(o["r"]).mean()
-        ax.plot(g.index, g.values, color="black", linestyle="--", marker="*", label="OPT (Belady, D's capacity)")
+        ax.plot(g.index, g.values, color="black", linestyle="--", marker="*", label=f"{arms.OPT} (Belady, D's capacity)")
     if not main.empty:
         t = main["t_repr_bytes"].iloc[0] * main["tokens"].iloc[0] / 1e9
         ax.axhline(t, color="#999999", linestyle=":", linewidth=1)
@@ -126,7 +131,7 @@ def fig07_throughput_scaling(runs_parquet, opt_parquet, stem) -> None:
     """Figure 07: decode tokens/s against r, per arm, with the unconstrained baseline as a line."""
     runs, _, main, base = _model_frames(runs_parquet, opt_parquet)
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
-    for arm, (_, label, color, marker) in ARM_STYLE.items():
+    for arm, label, color, marker in _arm_styles():
         sub = main[main["arm"] == arm]
         if not sub.empty:
             _band(ax, sub, "tokens_per_s", label, color, marker)

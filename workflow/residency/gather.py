@@ -15,12 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import atomic
+from .arms import PAGER_LETTER as ARM_LETTER
 from .identity import sha256_file
-
-ARM_LETTER = {
-    "kernel-mmap": "A", "pager-lru": "C", "pager-declared": "D", "pager-prefetch": "E",
-    "pager-zero": "Z",
-}
 
 # Columns every study shares, in order. Units are in the names.
 RUN_COLUMNS = [

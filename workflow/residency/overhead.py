@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .arms import KERNEL_MMAP
 from . import atomic
 
 
@@ -27,7 +28,7 @@ def _prepaid(run: dict) -> int:
     """Weight-side bytes a calibration run held at most: the pager's windows, and once it
     filled chunks its page-table reserve and its most resident chunks; for llama.cpp's own
     mapping (generate, arm A) the whole model file, which it populates at load."""
-    if run.get("subcommand") == "generate" and run.get("arm") == "kernel-mmap":
+    if run.get("subcommand") == "generate" and run.get("arm") == KERNEL_MMAP:
         return int(run["model"]["bytes"])
     budget = run.get("budget", {})
     held_chunks = int(run.get("counters", {}).get("max_resident_chunks") or 0)

@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import atomic
-from .gather import ARM_LETTER
+from . import arms, atomic
 
-ARM_ROW = {"A": "A (kernel mmap)", "C": "C (LRU)", "D": "D (declared)", "E": "E (prefetch)", "Z": "no reuse"}
+# Row labels, {letter} standing for the arm's reference letter (tables say "D (declared)").
+ARM_ROW = {arms.KERNEL_MMAP: "{letter} (kernel mmap)", arms.PAGER_LRU: "{letter} (LRU)",
+           arms.PAGER_DECLARED: "{letter} (declared)", arms.PAGER_PREFETCH: "{letter} (prefetch)",
+           arms.PAGER_ZERO: "no reuse"}
+
+
+def arm_row(arm: str) -> str:
+    """The table label of an arm; a name outside the vocabulary stands as it is."""
+    return arms.labelled(arm, ARM_ROW[arm]) if arm in ARM_ROW else arm
 
 
 def write_table(df: pd.DataFrame, stem: str | os.PathLike, caption: str) -> None:
@@ -53,7 +60,7 @@ def pager_synthetic_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
         limit_mib=("limit_bytes", lambda s: s.max() / 2**20),
     ).reset_index()
     g["bytes_over_opt"] = g["bytes_per_pass"] / g["opt_bytes_per_pass"]
-    g.insert(0, "arm_row", g["arm"].map(lambda a: ARM_ROW.get(ARM_LETTER.get(a, "?"), a)))
+    g.insert(0, "arm_row", g["arm"].map(arm_row))
     g = g.drop(columns=["arm"]).sort_values(["arm_row", "r"])
     write_table(g, stem, "Synthetic cyclic scan: per arm and budget ratio r, means over repetitions")
     return g
@@ -76,7 +83,7 @@ def pager_model_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
         peak_mib=("peak_bytes", lambda s: s.max() / 2**20), limit_mib=("limit_bytes", lambda s: s.max() / 2**20),
     ).reset_index()
     g["misses_over_opt"] = g["misses"] / g["opt_misses"]
-    g.insert(0, "arm_row", [("baseline (unconstrained)" if c == "baseline" else ARM_ROW.get(ARM_LETTER.get(a, "?"), a))
+    g.insert(0, "arm_row", [("baseline (unconstrained)" if c == "baseline" else arm_row(a))
                             for c, a in zip(g["campaign"], g["arm"])])
     g = g.drop(columns=["campaign", "arm"]).sort_values(["arm_row", "r"], na_position="first")
     write_table(g, stem, "Real model through the pager: per arm and budget ratio r, means over repetitions")

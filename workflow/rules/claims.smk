@@ -12,8 +12,8 @@ CLAIM_SETTINGS = _json.dumps(config["claims"])
 rule claim:
     input:
         data=lambda w: _claims.input_paths(w.claim_id),
-        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "stats.py",
-                                      f"claims/{w.claim_id.lower()}.py"),
+        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
+                                      "stats.py", f"claims/{w.claim_id.lower()}.py"),
     output:
         "claims/{claim_id}.json",
     wildcard_constraints:

@@ -3,6 +3,7 @@
 
 import re
 
+from residency import arms
 from residency.identity import digest
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
@@ -94,7 +95,7 @@ STRESS_CELLS = [
 
 
 wildcard_constraints:
-    arm="kernel-mmap|pager-lru|pager-declared|pager-prefetch|pager-zero",
+    arm="|".join(arms.PAGER_ARMS),
     signal="all-threads-finished|thread0-started",
     r=r"[0-9.]+",
     rep=r"\d+",
@@ -169,7 +170,7 @@ PM_BASELINES = [f"{PM_RUNS}/{PM_NAME}/baseline/rep{rep}/harness.json" for rep in
 
 MS = config["matched_source"]
 MS_RUNS = f"results/runs/matched_source/{PM_NAME}"
-MS_SOURCE = {"P": "buffered", "D": "direct", "F": "uring"}
+MS_SOURCE = arms.SOURCE_ENGINE
 # The cells in the order they must run: the oracle, P, then each pair in its given order.
 MS_SEQUENCE = ["oracle", "P"] + [f"pair{k}/{arm}" for k, order in enumerate(MS["pairs"], 1) for arm in order.split("-")]
 MS_CELLS = [f"{MS_RUNS}/{cell}/harness.json" for cell in MS_SEQUENCE]

@@ -12,7 +12,7 @@ rule figure_02:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
-        code=residency_code("figures.py"),
+        code=residency_code("figures.py", "arms.py"),
     output:
         "figures/02-miss-rate-vs-optimal.png",
         "figures/02-miss-rate-vs-optimal.pdf",
@@ -30,7 +30,7 @@ rule figure_model:
     input:
         runs="results/pager_model.parquet",
         opt="results/pager_model_opt.parquet",
-        code=residency_code("figures.py"),
+        code=residency_code("figures.py", "arms.py"),
     output:
         "figures/{number}-{name}.png",
         "figures/{number}-{name}.pdf",
@@ -49,7 +49,7 @@ rule figure_model:
 rule figure_08:
     input:
         runs="results/matched_source.parquet",
-        code=residency_code("figures.py", "stats.py"),
+        code=residency_code("figures.py", "arms.py", "stats.py"),
     output:
         "figures/08-matched-source-pairs.png",
         "figures/08-matched-source-pairs.pdf",

@@ -8,7 +8,7 @@ rule table_pager_synthetic:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
-        code=residency_code("tables.py"),
+        code=residency_code("tables.py", "arms.py"),
     output:
         [f"results/tables/pager-synthetic.{ext}" for ext in ("csv", "md", "tex")],
     params:
@@ -25,7 +25,7 @@ rule table_pager_model:
     input:
         runs="results/pager_model.parquet",
         opt="results/pager_model_opt.parquet",
-        code=residency_code("tables.py"),
+        code=residency_code("tables.py", "arms.py"),
     output:
         [f"results/tables/pager-model.{ext}" for ext in ("csv", "md", "tex")],
     params:
@@ -41,7 +41,7 @@ rule table_pager_model:
 rule table6_matched_pairs:
     input:
         runs="results/matched_source.parquet",
-        code=residency_code("tables.py", "stats.py"),
+        code=residency_code("tables.py", "arms.py", "stats.py"),
     output:
         [f"results/tables/table6-matched-pairs.{ext}" for ext in ("csv", "md", "tex")],
     params:

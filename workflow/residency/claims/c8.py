@@ -8,6 +8,7 @@ completions and exact outputs.
 
 from __future__ import annotations
 
+from ..arms import ASYNC, BUFFERED
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
 
 ID = "C8"
@@ -21,12 +22,12 @@ INPUTS = {"runs": "results/matched_source.parquet"}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    p = runs[runs["source_arm"] == "P"]
-    f = runs[runs["source_arm"] == "F"]
+    p = runs[runs["source_arm"] == BUFFERED]
+    f = runs[runs["source_arm"] == ASYNC]
     insufficient = []
     if p.empty or f.empty:
         insufficient.append("need a P cell and at least one F cell of the matched source campaign")
-    grades = set(runs[runs["source_arm"].isin(["P", "F"])]["host_grade"])
+    grades = set(runs[runs["source_arm"].isin([BUFFERED, ASYNC])]["host_grade"])
     if grades - {"hard"}:
         insufficient.append(f"host peak needs a hard host limit; grades here: {sorted(map(str, grades))}")
     p_peak = as_int(p["peak_bytes"].iloc[0]) if len(p) else None

@@ -7,6 +7,7 @@ after the cold pass, in every cell, and read the whole region from storage every
 
 from __future__ import annotations
 
+from ..arms import PAGER_LRU
 from .record import Assertion, ClaimResult, as_float as _f, as_int as _i, fmt as _fmt
 
 ID = "P1"
@@ -19,7 +20,7 @@ INPUTS = {"runs": "results/pager_synthetic.parquet"}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    c = runs[runs["arm"] == "pager-lru"].sort_values(["campaign", "r", "threads", "compute_us", "signal", "rep"])
+    c = runs[runs["arm"] == PAGER_LRU].sort_values(["campaign", "r", "threads", "compute_us", "signal", "rep"])
     insufficient = []
     if c.empty:
         insufficient.append("no arm C (pager-lru) runs in results/pager_synthetic.parquet")

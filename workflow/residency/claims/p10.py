@@ -6,6 +6,7 @@ run.json), never a hang; this claim asserts that no arm E run failed, at every r
 
 from __future__ import annotations
 
+from ..arms import PAGER_PREFETCH
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, as_float
 
@@ -18,7 +19,7 @@ INPUTS = {"runs": mr.MODEL_RUNS}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    e = mr.main_runs(runs, "pager-prefetch").sort_values(["r", "rep"])
+    e = mr.main_runs(runs, PAGER_PREFETCH).sort_values(["r", "rep"])
     insufficient = [] if not e.empty else ["no arm E runs of the real-model study"]
     cells = [{"r": as_float(x["r"]), "rep": int(x["rep"]), "status": x["status"], "exact": x["exact"],
               "error": x["error"], "run_dir": x["run_dir"]} for _, x in e.iterrows()]

@@ -7,6 +7,7 @@ baseline of the same build and settings).
 
 from __future__ import annotations
 
+from ..arms import KERNEL_MMAP
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, as_float, as_int
 
@@ -27,7 +28,7 @@ def compute(frames, settings) -> ClaimResult:
               "detail": x["exactness_detail"], "tokens": as_int(x["tokens"]),
               "interposed": x["interposed"], "repack_disabled": x["repack_disabled"],
               "run_dir": x["run_dir"]} for _, x in runs.iterrows()]
-    pager = [c for c in cells if c["arm"] != "kernel-mmap"]
+    pager = [c for c in cells if c["arm"] != KERNEL_MMAP]
     values = {
         "cells": cells,
         "runs": len(cells),

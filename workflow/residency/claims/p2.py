@@ -6,6 +6,7 @@ Arm D reads fewer bytes than arm C at every budget ratio and fewer than arm A
 
 from __future__ import annotations
 
+from ..arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, as_int, fmt
 
@@ -19,12 +20,12 @@ INPUTS = {"runs": mr.MODEL_RUNS}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    arms = ["kernel-mmap", "pager-lru", "pager-declared"]
+    arms = [KERNEL_MMAP, PAGER_LRU, PAGER_DECLARED]
     insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms)
-    a = mr.per_r(runs, "kernel-mmap", "physical_bytes_read")
-    c = mr.per_r(runs, "pager-lru", "physical_bytes_read")
-    d = mr.per_r(runs, "pager-declared", "physical_bytes_read")
-    dd = mr.main_runs(runs, "pager-declared")
+    a = mr.per_r(runs, KERNEL_MMAP, "physical_bytes_read")
+    c = mr.per_r(runs, PAGER_LRU, "physical_bytes_read")
+    d = mr.per_r(runs, PAGER_DECLARED, "physical_bytes_read")
+    dd = mr.main_runs(runs, PAGER_DECLARED)
     per = []
     for r in mr.ratios(runs):
         reps = dd[dd["r"] == r]

@@ -7,6 +7,7 @@ every cell. If it does not, the claim fails and says by how much.
 
 from __future__ import annotations
 
+from ..arms import PAGER_DECLARED
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
 
 ID = "P4"
@@ -18,7 +19,7 @@ INPUTS = {"opt": "results/pager_synthetic_opt.parquet"}
 
 def compute(frames, settings) -> ClaimResult:
     opt = frames["opt"]
-    d = opt[(opt["arm"] == "pager-declared") & (opt["signal"] == "all-threads-finished")]
+    d = opt[(opt["arm"] == PAGER_DECLARED) & (opt["signal"] == "all-threads-finished")]
     d = d.sort_values(["campaign", "r", "threads", "compute_us", "rep"])
     insufficient = []
     if d.empty:

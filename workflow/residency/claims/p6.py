@@ -8,6 +8,7 @@ demand faults than D wherever the reference saw the benefit (r >= 0.5).
 
 from __future__ import annotations
 
+from ..arms import PAGER_DECLARED, PAGER_PREFETCH
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, fmt
 
@@ -20,10 +21,10 @@ INPUTS = {"runs": mr.MODEL_RUNS}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    insufficient = mr.missing_cells(runs, ["pager-declared", "pager-prefetch"])
+    insufficient = mr.missing_cells(runs, [PAGER_DECLARED, PAGER_PREFETCH])
     cols = {"bytes": "physical_bytes_read", "faults": "demand_fills", "p99": "fault_p99_ns"}
-    d = {k: mr.per_r(runs, "pager-declared", c) for k, c in cols.items()}
-    e = {k: mr.per_r(runs, "pager-prefetch", c) for k, c in cols.items()}
+    d = {k: mr.per_r(runs, PAGER_DECLARED, c) for k, c in cols.items()}
+    e = {k: mr.per_r(runs, PAGER_PREFETCH, c) for k, c in cols.items()}
     per = []
     for r in mr.ratios(runs):
         def ratio(k):

@@ -10,6 +10,7 @@ computes (belady.step_held_min_misses): a reference, not part of the verdict.
 
 from __future__ import annotations
 
+from ..arms import PAGER_DECLARED
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
 
@@ -21,7 +22,7 @@ INPUTS = {"opt": mr.MODEL_OPT}
 
 def compute(frames, settings) -> ClaimResult:
     opt = frames["opt"]
-    d = opt[(opt["arm"] == "pager-declared") & (opt["campaign"] == "main")].sort_values(["r", "rep"])
+    d = opt[(opt["arm"] == PAGER_DECLARED) & (opt["campaign"] == "main")].sort_values(["r", "rep"])
     insufficient = [] if not d.empty else ["no arm D runs of the real-model study"]
     cells = [{"r": as_float(x["r"]), "rep": int(x["rep"]), "valid": bool(x["valid"]),
               "capacity_chunks": as_int(x["capacity_chunks"]), "misses": as_int(x["misses"]),

@@ -6,6 +6,7 @@ included, and handles at least as many demand faults as there are layer transiti
 
 from __future__ import annotations
 
+from ..arms import PAGER_LRU
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
 
@@ -18,8 +19,8 @@ INPUTS = {"runs": mr.MODEL_RUNS}
 
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
-    c = mr.main_runs(runs, "pager-lru").sort_values(["r", "rep"])
-    insufficient = mr.missing_cells(runs, ["pager-lru"])
+    c = mr.main_runs(runs, PAGER_LRU).sort_values(["r", "rep"])
+    insufficient = mr.missing_cells(runs, [PAGER_LRU])
     low = float(settings["p8_whole_model_min_fraction"])
     cells = []
     for _, x in c.iterrows():

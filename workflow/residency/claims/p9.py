@@ -7,6 +7,7 @@ thresholds in config `claims` (noise on a shared machine is real).
 
 from __future__ import annotations
 
+from ..arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU, PAGER_PREFETCH
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, fmt
 
@@ -16,8 +17,8 @@ REFERENCE = ("Reference claim 9: give the kernel more budget and tokens/s does n
              "tokens/s rises 1.12 -> 2.85 t/s (2.5x, monotone); all arms sit far below the 13.2 t/s "
              "unconstrained baseline.")
 INPUTS = {"runs": mr.MODEL_RUNS}
-KERNEL_ARMS = ["kernel-mmap", "pager-lru"]
-INFORMED_ARMS = ["pager-declared", "pager-prefetch"]
+KERNEL_ARMS = [KERNEL_MMAP, PAGER_LRU]
+INFORMED_ARMS = [PAGER_DECLARED, PAGER_PREFETCH]
 
 
 def compute(frames, settings) -> ClaimResult:
