@@ -6,7 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from residency import claims, figures, gather, tables, verify
+from residency import arms, claims, figures, gather, tables, verify
+from residency.pairs import matched_pairs, pair_records
 
 from fixtures import make_model_run
 
@@ -122,3 +123,44 @@ def test_c8(tmp_path):
     doc = claims.make("C8", root, SETTINGS)
     assert doc["verdict"] == "pass", doc["reasons"]
     assert doc["values"]["peak_reduction_fraction"] == pytest.approx(1 - 5 / 6)
+
+
+def frame(rows):
+    """Matched-source rows (source_arm, block, order, position, wall_s), as gather writes them."""
+    return pd.DataFrame(rows, columns=["source_arm", "block", "order", "position", "wall_s"])
+
+
+def test_pairs_are_in_block_order_and_complete():
+    df = frame([("oracle", 0, None, 0, 9.0), ("P", 0, None, 1, 13.0),
+                ("F", 2, "F-D", 2, 3.0), ("D", 2, "F-D", 3, 10.0),
+                ("D", 1, "D-F", 4, 11.0), ("F", 1, "D-F", 5, 4.0),
+                ("D", 3, "D-F", 6, 12.0)])  # block 3 lacks its F cell: not a pair
+    pairs = matched_pairs(df)
+    d, f = pairs[arms.DIRECT], pairs[arms.ASYNC]
+    assert list(d["block"]) == [1, 2] and list(f["block"]) == [1, 2]
+    assert list(d["order"]) == ["D-F", "F-D"]
+    assert list(d["wall_s"]) == [11.0, 10.0] and list(f["wall_s"]) == [4.0, 3.0]
+    recs = pair_records(pairs)
+    assert [(r["D"]["position"], r["F"]["position"]) for r in recs] == [(4, 5), (3, 2)]
+    assert type(recs[0]["D"]["block"]) is int  # plain values, ready for a claim record
+
+
+def test_a_rerun_cell_replaces_the_earlier_one():
+    df = frame([("D", 1, "D-F", 2, 11.0), ("F", 1, "D-F", 3, 4.0), ("D", 1, "D-F", 4, 12.0)])
+    assert list(matched_pairs(df)[arms.DIRECT]["wall_s"]) == [12.0]
+
+
+def test_no_pairs():
+    pairs = matched_pairs(frame([("oracle", 0, None, 0, 9.0), ("P", 0, None, 1, 13.0)]))
+    assert len(pairs) == 0 and pair_records(pairs) == []
+
+
+def test_table6_figure08_and_c2_read_the_same_pairs(tmp_path):
+    root = project(tmp_path)
+    runs = root / "results" / "matched_source.parquet"
+    out = tables.table6_matched_pairs(runs, None, tmp_path / "t6")
+    doc = claims.make("C2", root, SETTINGS)
+    pairs = matched_pairs(pd.read_parquet(runs))
+    assert list(out["Block"]) == [p["block"] for p in doc["values"]["pairs"]] == list(pairs[arms.DIRECT]["block"])
+    assert list(out["D (s)"]) == D_WALL and list(out["F (s)"]) == F_WALL
+    assert [p["f_wall_s"] for p in doc["values"]["pairs"]] == F_WALL

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import arms, atomic  # noqa: E402
+from .pairs import matched_pairs  # noqa: E402
 
 ARM_STYLE = {  # label ({letter}: the arm's reference letter), colour, marker
     arms.KERNEL_MMAP: ("{letter} kernel mmap", "#7f7f7f", "s"),
@@ -154,27 +155,27 @@ def fig08_matched_source_pairs(runs_parquet, _unused, stem) -> None:
     from .stats import paired_log_ratio
 
     df = pd.read_parquet(runs_parquet)
-    p = df[df["source_arm"] == "P"]
-    pairs = df[df["source_arm"].isin(["D", "F"])].pivot_table(index=["block", "order"], columns="source_arm",
-                                                               values="wall_s").reset_index().sort_values("block")
+    p = df[df["source_arm"] == arms.BUFFERED]
+    pairs = matched_pairs(df)
+    d, f = pairs[arms.DIRECT], pairs[arms.ASYNC]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     x = range(len(pairs))
     w = 0.38
-    ax1.bar([i - w / 2 for i in x], pairs["D"], w, color="#1f77b4", label="D (direct): blocking O_DIRECT, 1 window")
-    ax1.bar([i + w / 2 for i in x], pairs["F"], w, color="#ff7f0e", label="F: io_uring O_DIRECT, 8 windows")
+    ax1.bar([i - w / 2 for i in x], d["wall_s"], w, color="#1f77b4", label="D (direct): blocking O_DIRECT, 1 window")
+    ax1.bar([i + w / 2 for i in x], f["wall_s"], w, color="#ff7f0e", label="F: io_uring O_DIRECT, 8 windows")
     if not p.empty:
         ax1.axhline(p["wall_s"].iloc[0], color="#7f7f7f", linestyle=":", label="P: buffered pread")
-    ax1.set_xticks(list(x), [f"{b}\n{o.replace('-', '->')}" for b, o in zip(pairs["block"], pairs["order"])])
+    ax1.set_xticks(list(x), [f"{b}\n{o.replace('-', '->')}" for b, o in zip(d["block"], d["order"])])
     ax1.set(xlabel="block (execution order)", ylabel="complete wall (s)", title="(a) complete wall per cell")
     ax1.legend(fontsize=8, loc="lower right")
-    ratio = pairs["F"] / pairs["D"]
+    ratio = f["wall_s"] / d["wall_s"]
     ax2.plot(list(x), ratio, "o", color="black", label="F/D per pair")
     if len(pairs) >= 2:
-        r = paired_log_ratio(pairs["D"], pairs["F"])
+        r = paired_log_ratio(d["wall_s"], f["wall_s"])
         ax2.axhline(r.ratio, color="#ff7f0e", label=f"geometric F/D {r.ratio:.3f}")
         ax2.axhspan(r.low, r.high, color="#ff7f0e", alpha=0.2, label=f"95% paired-log t [{r.low:.3f}, {r.high:.3f}]")
     ax2.axhline(1.0, color="#999999", linestyle="--", linewidth=1)
-    ax2.set_xticks(list(x), [str(b) for b in pairs["block"]])
+    ax2.set_xticks(list(x), [str(b) for b in d["block"]])
     ax2.set(xlabel="block", ylabel="F/D complete wall", title="(b) paired ratio")
     ax2.set_ylim(bottom=0)
     ax2.legend(fontsize=8)

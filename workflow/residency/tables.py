@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import arms, atomic
+from .pairs import matched_pairs
 
 # Row labels, {letter} standing for the arm's reference letter (tables say "D (declared)").
 ARM_ROW = {arms.KERNEL_MMAP: "{letter} (kernel mmap)", arms.PAGER_LRU: "{letter} (LRU)",
@@ -94,17 +95,15 @@ def table6_matched_pairs(runs_parquet, _unused, stem) -> pd.DataFrame:
     """Table 6: every matched D/F pair, in execution order, with its complete-wall F/D."""
     from .stats import paired_log_ratio
 
-    df = pd.read_parquet(runs_parquet)
-    pairs = df[df["source_arm"].isin(["D", "F"])].pivot_table(index=["block", "order"], columns="source_arm",
-                                                               values="wall_s").reset_index()
-    pairs = pairs.sort_values("block")
-    out = pd.DataFrame({"Block": pairs["block"].astype(int),
-                        "Order": pairs["order"].str.replace("-", "->", regex=False),
-                        "D (s)": pairs["D"].round(3), "F (s)": pairs["F"].round(3),
-                        "F/D": (pairs["F"] / pairs["D"]).round(6)})
+    pairs = matched_pairs(pd.read_parquet(runs_parquet))
+    d, f = pairs[arms.DIRECT], pairs[arms.ASYNC]
+    out = pd.DataFrame({"Block": d["block"].astype(int),
+                        "Order": d["order"].str.replace("-", "->", regex=False),
+                        "D (s)": d["wall_s"].round(3), "F (s)": f["wall_s"].round(3),
+                        "F/D": (f["wall_s"] / d["wall_s"]).round(6)})
     caption = "Matched complete-wall D/F pairs and their execution order"
     if len(out) >= 2:
-        r = paired_log_ratio(pairs["D"], pairs["F"])
+        r = paired_log_ratio(d["wall_s"], f["wall_s"])
         caption += (f"; geometric F/D {r.ratio:.6f}, 95% paired-log t interval [{r.low:.6f}, {r.high:.6f}],"
                     f" reciprocal {r.reciprocal:.3f}")
     write_table(out, stem, caption)

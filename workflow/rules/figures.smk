@@ -49,7 +49,7 @@ rule figure_model:
 rule figure_08:
     input:
         runs="results/matched_source.parquet",
-        code=residency_code("figures.py", "arms.py", "stats.py"),
+        code=residency_code("figures.py", "arms.py", "pairs.py", "stats.py"),
     output:
         "figures/08-matched-source-pairs.png",
         "figures/08-matched-source-pairs.pdf",

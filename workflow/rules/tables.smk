@@ -41,7 +41,7 @@ rule table_pager_model:
 rule table6_matched_pairs:
     input:
         runs="results/matched_source.parquet",
-        code=residency_code("tables.py", "arms.py", "stats.py"),
+        code=residency_code("tables.py", "arms.py", "pairs.py", "stats.py"),
     output:
         [f"results/tables/table6-matched-pairs.{ext}" for ext in ("csv", "md", "tex")],
     params:

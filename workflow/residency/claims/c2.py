@@ -11,6 +11,8 @@ dynamic allocations after start, windows free at every close).
 
 from __future__ import annotations
 
+from ..arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
+from ..pairs import matched_pairs, pair_records
 from ..stats import paired_log_ratio
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
 
@@ -45,8 +47,8 @@ def _cell(x) -> dict:
 
 
 def _ratio(pairs, key):
-    d = [p["D"][key] for p in pairs]
-    f = [p["F"][key] for p in pairs]
+    d = [p[DIRECT][key] for p in pairs]
+    f = [p[ASYNC][key] for p in pairs]
     if len(pairs) < 2 or any(v is None or v <= 0 for v in d + f):
         return None
     return paired_log_ratio(d, f).as_dict()
@@ -55,33 +57,29 @@ def _ratio(pairs, key):
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"].sort_values("position")
     cells = [_cell(x) for _, x in runs.iterrows()]
-    by_block: dict[int, dict] = {}
-    for c in cells:
-        if c["source_arm"] in ("D", "F"):
-            by_block.setdefault(c["block"], {})[c["source_arm"]] = c
-    pairs = [by_block[b] for b in sorted(by_block) if {"D", "F"} <= set(by_block[b])]
-    p = next((c for c in cells if c["source_arm"] == "P"), None)
+    pairs = [{arm: _cell(x) for arm, x in pr.items()} for pr in pair_records(matched_pairs(runs))]
+    p = next((c for c in cells if c["source_arm"] == BUFFERED), None)
     insufficient = []
     if len(pairs) < 2:
         insufficient.append(f"{len(pairs)} complete D/F pairs: a paired interval needs at least 2")
     if p is None:
         insufficient.append("no P (buffered) cell")
-    df = [c for c in cells if c["source_arm"] in ("D", "F")]
-    f_cells = [c for c in cells if c["source_arm"] == "F"]
+    df = [c for c in cells if c["source_arm"] in PAIRED]
+    f_cells = [c for c in cells if c["source_arm"] == ASYNC]
     wall = _ratio(pairs, "wall_s")
     bpo = _ratio(pairs, "source_physical_bytes_per_output")
     values = {
         "cells": cells,
         "p": {k: p[k] for k in ("exact", "admissible", "peak_bytes", "limit_bytes", "headroom_bytes",
                                 "limit_events_total", "oom_kills")} if p else None,
-        "pairs": [{"block": pr["D"]["block"], "order": pr["D"]["order"], "d_wall_s": pr["D"]["wall_s"],
-                   "f_wall_s": pr["F"]["wall_s"], "f_over_d": pr["F"]["wall_s"] / pr["D"]["wall_s"]
-                   if pr["D"]["wall_s"] else None} for pr in pairs],
+        "pairs": [{"block": d["block"], "order": d["order"], "d_wall_s": d["wall_s"], "f_wall_s": f["wall_s"],
+                   "f_over_d": f["wall_s"] / d["wall_s"] if d["wall_s"] else None}
+                  for d, f in ((pr[DIRECT], pr[ASYNC]) for pr in pairs)],
         "wall_f_over_d": wall,
         "exposed_source_wait_f_over_d": _ratio(pairs, "exposed_source_wait_ns"),
         "decode_rate_f_over_d": _ratio(pairs, "tokens_per_s"),
         "physical_bytes_per_output_f_over_d": bpo["ratio"] if bpo else None,
-        "cache_chunks": sorted({c["budget_chunks"] for c in cells if c["source_arm"] != "oracle"},
+        "cache_chunks": sorted({c["budget_chunks"] for c in cells if c["source_arm"] != ORACLE},
                                key=lambda v: -1 if v is None else v),
         "d_and_f_exact": [c["exact"] is True for c in df],
         "d_and_f_admissible": [c["admissible"] for c in df],
