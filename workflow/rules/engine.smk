@@ -2,9 +2,10 @@
 # linked against the pinned llama.cpp build, then asked which kernel features this machine
 # has (recorded with every campaign).
 
+# What builds residctl (its sources and build files; not the engine's tests).
 ENGINE_SOURCES = sorted(
-    str(p) for p in Path("engine").rglob("*")
-    if p.is_file() and p.suffix in {".cpp", ".hpp", ".h", ".txt", ".cmake"} and "build" not in p.parts
+    str(p) for p in [*Path("engine/src").rglob("*"), *Path("engine/cmake").rglob("*"), Path("engine/CMakeLists.txt")]
+    if p.is_file() and p.suffix in {".cpp", ".hpp", ".h", ".txt", ".cmake"}
 )
 
 

@@ -3,7 +3,7 @@
 # Debian/Ubuntu and we are root, otherwise stop with the exact command to run.
 set -euo pipefail
 
-pkgs_debian=(g++ cmake make pkg-config liburing-dev fio libgtest-dev nlohmann-json3-dev libcli11-dev)
+pkgs_debian=(g++ cmake make pkg-config liburing-dev libxxhash-dev fio libgtest-dev nlohmann-json3-dev libcli11-dev)
 
 missing=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -15,6 +15,7 @@ have_cmd make || missing+=(make)
 have_cmd pkg-config || missing+=(pkg-config)
 have_cmd fio || missing+=(fio)
 { have_cmd pkg-config && pkg-config --exists liburing; } || missing+=(liburing-dev)
+{ have_cmd pkg-config && pkg-config --exists libxxhash; } || missing+=(libxxhash-dev)
 have_header gtest/gtest.h || missing+=(libgtest-dev)
 have_header nlohmann/json.hpp || missing+=(nlohmann-json3-dev)
 have_header CLI/CLI.hpp || missing+=(libcli11-dev)

@@ -1,0 +1,247 @@
+#include "adapters/llama/objects.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "core/errors.hpp"
+
+namespace resid {
+
+const char* to_string(ObjectKind k) {
+  switch (k) {
+    case ObjectKind::Embd: return "embd";
+    case ObjectKind::Layer: return "layer";
+    case ObjectKind::Output: return "output";
+  }
+  return "?";
+}
+
+namespace {
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// "blk.N.<rest>" -> N
+std::optional<uint32_t> layer_of(const std::string& name) {
+  if (!starts_with(name, "blk.")) return std::nullopt;
+  const char* b = name.data() + 4;
+  const char* e = name.data() + name.size();
+  uint32_t n = 0;
+  auto [p, ec] = std::from_chars(b, e, n);
+  if (ec != std::errc() || p == b || p == e || *p != '.') return std::nullopt;
+  return n;
+}
+
+bool is_shared_rope(const std::string& name) {
+  return starts_with(name, "rope_freqs.") || starts_with(name, "rope_factors_long.") ||
+         starts_with(name, "rope_factors_short.");
+}
+
+}  // namespace
+
+Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
+                        uint64_t chunk_size) {
+  if (chunk_size == 0) throw InputError("chunk size must be positive");
+  if (tensors.empty()) throw InputError("the model has no tensors");
+  Manifest m;
+  m.file_bytes = file_bytes;
+  m.data_offset = data_offset;
+  m.chunk_size = chunk_size;
+  const uint64_t n = (file_bytes + chunk_size - 1) / chunk_size;
+  if (n > UINT32_MAX) throw InputError("too many chunks");
+  m.chunks = static_cast<uint32_t>(n);
+
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const TensorInfo& a, const TensorInfo& b) { return a.offset < b.offset; });
+  uint64_t prev_end = data_offset;
+  std::string prev_name = "the GGUF header";
+  for (const auto& t : tensors) {
+    if (t.offset < data_offset || t.bytes > file_bytes || t.offset > file_bytes - t.bytes)
+      throw InputError("model file truncated or corrupt: tensor " + t.name + " spans [" + std::to_string(t.offset) +
+                       ", " + std::to_string(t.offset + t.bytes) + ") but the file has " +
+                       std::to_string(file_bytes) + " bytes");
+    if (t.bytes > 0 && t.offset < prev_end)
+      throw InputError("model file corrupt: tensor " + t.name + " at offset " + std::to_string(t.offset) +
+                       " overlaps " + prev_name);
+    if (t.bytes > 0) {
+      prev_end = t.offset + t.bytes;
+      prev_name = t.name;
+    }
+  }
+  m.tensors = std::move(tensors);
+
+  // Classify.
+  std::optional<uint32_t> embd;
+  std::vector<uint32_t> output_tensors;
+  std::map<uint32_t, std::vector<uint32_t>> layers;
+  std::vector<uint32_t> shared;
+  bool has_output_weight = false;
+  for (uint32_t i = 0; i < m.tensors.size(); ++i) {
+    const std::string& name = m.tensors[i].name;
+    if (auto l = layer_of(name)) {
+      layers[*l].push_back(i);
+    } else if (starts_with(name, "token_embd.")) {
+      if (name == "token_embd.weight") embd = i;  // companions (a bias) join embd below
+    } else if (starts_with(name, "output_norm.") || starts_with(name, "output.")) {
+      output_tensors.push_back(i);
+      if (name == "output.weight") has_output_weight = true;
+    } else if (is_shared_rope(name)) {
+      shared.push_back(i);
+    } else {
+      throw InputError("tensor " + name + " belongs to no object (embd, layer.N, output): not a llama-layout model");
+    }
+  }
+  if (!embd) throw InputError("the model has no token_embd.weight");
+  if (layers.empty()) throw InputError("the model has no blk.N.* tensors");
+  const uint32_t n_layer = layers.rbegin()->first + 1;
+  if (layers.size() != n_layer) {
+    for (uint32_t l = 0; l < n_layer; ++l)
+      if (!layers.count(l)) throw InputError("the model has no tensors for layer " + std::to_string(l));
+  }
+  m.n_layer = n_layer;
+  m.tied_output = !has_output_weight;
+
+  auto make = [&](std::string name, ObjectKind kind, int layer, std::vector<uint32_t> ts) {
+    std::sort(ts.begin(), ts.end());
+    ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+    ModelObject o;
+    o.name = std::move(name);
+    o.kind = kind;
+    o.layer = layer;
+    o.tensors = std::move(ts);
+    std::set<ChunkId> cs;
+    for (uint32_t t : o.tensors) {
+      const auto& ti = m.tensors[t];
+      o.bytes += ti.bytes;
+      if (ti.bytes == 0) continue;
+      const uint64_t b = ti.offset, e = ti.offset + ti.bytes;
+      if (!o.extents.empty() && o.extents.back().second >= b)
+        o.extents.back().second = std::max(o.extents.back().second, e);
+      else
+        o.extents.emplace_back(b, e);
+      for (uint64_t c = b / chunk_size; c <= (e - 1) / chunk_size; ++c) cs.insert(static_cast<ChunkId>(c));
+    }
+    o.chunks.assign(cs.begin(), cs.end());
+    return o;
+  };
+
+  // token_embd.* (weight and any companions) form embd.
+  std::vector<uint32_t> embd_tensors;
+  for (uint32_t i = 0; i < m.tensors.size(); ++i)
+    if (starts_with(m.tensors[i].name, "token_embd.")) embd_tensors.push_back(i);
+  m.objects.push_back(make("embd", ObjectKind::Embd, -1, embd_tensors));
+  for (uint32_t l = 0; l < n_layer; ++l) {
+    auto ts = layers[l];
+    ts.insert(ts.end(), shared.begin(), shared.end());
+    m.objects.push_back(make("layer." + std::to_string(l), ObjectKind::Layer, static_cast<int>(l), ts));
+  }
+  if (m.tied_output) output_tensors.push_back(*embd);
+  if (output_tensors.empty()) throw InputError("the model has no output tensors (output_norm.*, output.*)");
+  m.objects.push_back(make("output", ObjectKind::Output, -1, output_tensors));
+
+  m.membership.assign(m.objects.size(), std::vector<uint8_t>(m.tensors.size(), 0));
+  for (uint32_t o = 0; o < m.objects.size(); ++o)
+    for (uint32_t t : m.objects[o].tensors) m.membership[o][t] = 1;
+  return m;
+}
+
+std::vector<std::vector<ChunkId>> Manifest::step_chunks() const {
+  std::vector<std::vector<ChunkId>> out;
+  out.reserve(objects.size());
+  for (const auto& o : objects) out.push_back(o.chunks);
+  return out;
+}
+
+uint32_t Manifest::max_step_chunks() const {
+  size_t m = 0;
+  for (const auto& o : objects) m = std::max(m, o.chunks.size());
+  return static_cast<uint32_t>(m);
+}
+
+std::vector<uint32_t> Manifest::objects_of_chunk(ChunkId c) const {
+  std::vector<uint32_t> out;
+  for (uint32_t o = 0; o < objects.size(); ++o)
+    if (std::binary_search(objects[o].chunks.begin(), objects[o].chunks.end(), c)) out.push_back(o);
+  return out;
+}
+
+std::optional<uint32_t> Manifest::tensor_at(uint64_t off) const {
+  // Last tensor starting at or before off.
+  auto it = std::upper_bound(tensors.begin(), tensors.end(), off,
+                             [](uint64_t v, const TensorInfo& t) { return v < t.offset; });
+  while (it != tensors.begin()) {
+    --it;
+    if (off < it->offset + it->bytes) return static_cast<uint32_t>(it - tensors.begin());
+    if (it->bytes > 0) break;  // zero-size tensors share offsets with their neighbours
+  }
+  return std::nullopt;
+}
+
+bool Manifest::object_has_tensor(uint32_t obj, uint32_t t) const {
+  return obj < membership.size() && t < membership[obj].size() && membership[obj][t];
+}
+
+nlohmann::json Manifest::to_json() const {
+  nlohmann::json objs = nlohmann::json::array();
+  for (const auto& o : objects) {
+    nlohmann::json ts = nlohmann::json::array();
+    for (uint32_t t : o.tensors)
+      ts.push_back({{"name", tensors[t].name}, {"type", tensors[t].type}, {"offset", tensors[t].offset},
+                    {"bytes", tensors[t].bytes}});
+    nlohmann::json ex = nlohmann::json::array();
+    for (const auto& [b, e] : o.extents) ex.push_back({b, e - b});
+    objs.push_back({{"name", o.name},
+                    {"kind", to_string(o.kind)},
+                    {"layer", o.layer >= 0 ? nlohmann::json(o.layer) : nlohmann::json(nullptr)},
+                    {"tensors", ts},
+                    {"bytes", o.bytes},
+                    {"extents", ex},
+                    {"first_chunk", o.chunks.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.chunks.front())},
+                    {"last_chunk", o.chunks.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.chunks.back())},
+                    {"chunks", o.chunks}});
+  }
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& o : objects) order.push_back(o.name);
+  return {{"schema_version", 1},
+          {"file_bytes", file_bytes},
+          {"data_offset", data_offset},
+          {"chunk_size", chunk_size},
+          {"chunks", chunks},
+          {"n_layer", n_layer},
+          {"tied_output", tied_output},
+          {"max_step_chunks", max_step_chunks()},
+          {"objects", objs},
+          {"step_order", order}};
+}
+
+std::optional<std::vector<ChunkId>> row_chunks(uint64_t tensor_offset, uint64_t tensor_bytes, uint64_t row_bytes,
+                                               const std::vector<int32_t>& rows, uint64_t chunk_size) {
+  if (row_bytes == 0 || chunk_size == 0) return std::nullopt;
+  std::vector<ChunkId> out;
+  out.reserve(rows.size() * 2);
+  for (int32_t r : rows) {
+    if (r < 0) return std::nullopt;
+    const uint64_t b = static_cast<uint64_t>(r) * row_bytes;
+    if (b + row_bytes > tensor_bytes) return std::nullopt;
+    const uint64_t first = (tensor_offset + b) / chunk_size, last = (tensor_offset + b + row_bytes - 1) / chunk_size;
+    for (uint64_t c = first; c <= last; ++c) out.push_back(static_cast<ChunkId>(c));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<std::string> startup_audit_error(const SignalAudit& audit, const Manifest& m,
+                                               uint32_t passes_checked) {
+  const auto zero = audit.zero_signal_chunks();
+  if (zero.empty()) return std::nullopt;
+  const ChunkId c = zero.front();
+  std::string objs;
+  for (uint32_t o : m.objects_of_chunk(c)) objs += (objs.empty() ? "" : ", ") + m.objects[o].name;
+  return "signal audit: declared chunk " + std::to_string(c) + " (object " + (objs.empty() ? "?" : objs) +
+         ") received no consumption signal in the first " + std::to_string(passes_checked) +
+         " pass(es) (prefill + decode); " + std::to_string(zero.size()) + " declared chunk(s) unsignalled";
+}
+
+}  // namespace resid

@@ -1,0 +1,21 @@
+// The pager study's arms (DESIGN.md §2): the code names `scan` and `generate` share. Every
+// arm but kernel-mmap (A) runs through the pager with one cache policy.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "policy/policy.hpp"
+
+namespace resid {
+
+enum class Arm { KernelMmap, PagerLru, PagerDeclared, PagerPrefetch, PagerZero };
+
+const char* to_string(Arm a);
+std::optional<Arm> parse_arm(std::string_view s);
+// The pager arm's cache policy; nullopt for kernel-mmap.
+std::optional<PolicyKind> policy_of(Arm a);
+// "kernel-mmap | pager-lru | ...": the arms, for a flag's help text.
+const char* arm_names();
+
+}  // namespace resid

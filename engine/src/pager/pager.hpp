@@ -1,0 +1,456 @@
+// Pager: a userfaultfd region with stable addresses that replaces a file mapping.
+//
+// The region is an anonymous private mapping of the file size rounded up to chunks,
+// registered in MISSING mode. One pager thread reads the userfaultfd: a fault on an absent
+// chunk makes room within the budget (the Policy picks victims among chunks with zero live
+// consumers; eviction is MADV_DONTNEED), reads the chunk through the Source into its
+// window and publishes it with UFFDIO_COPY, which wakes every thread waiting on it.
+// Everything the kernel does to the region is decided here, so the budget is exact:
+// resident chunks never exceed budget_chunks.
+//
+// Oversize steps (generate, step_boundary(..., oversize=true)): a step whose chunks cannot
+// all stay resident runs without live consumers on its chunks. Instead the pager pins, per
+// compute thread (the faulting thread's id, UFFD_FEATURE_THREAD_ID), the last
+// kPinsPerThread distinct chunks that thread faulted on, for at most max_pins threads; the
+// pins are dropped at every step change (a step boundary is between graph nodes: no compute
+// thread is reading weights then).
+// Progress (no livelock): a thread blocked in a fault reads nothing else. When its fault
+// message is read the fault's chunk becomes its newest pin and its oldest pin beyond
+// kPinsPerThread is released, so it holds at most kPinsPerThread - 1 pins on resident
+// chunks besides the faulting one; the other threads hold at most
+// kPinsPerThread * (max_pins - 1). With budget_chunks >= kPinsPerThread * max_pins + 1 a
+// victim therefore always exists and the fault is filled. The filled chunk stays pinned
+// until that same thread has faulted on kPinsPerThread other chunks, which it can only do
+// after its retried access succeeded; so every fill completes at least the access that
+// faulted, and a step (a finite number of accesses) always finishes. Two pins per thread
+// make the common case cheap, not just finite: a thread that alternates between two chunks
+// (a tile of rows straddling a chunk boundary) keeps both. Chunks the threads read without
+// faulting may be evicted under them: they fault again and are refilled with the same
+// bytes (MISSING mode never shows a zero page), which costs a fill, never exactness.
+//
+// Huge chunks (HugeChunks): how a filled chunk is backed. `off`: UFFDIO_COPY into 4 KiB
+// pages (physically scattered). `move`: the region is writable and a whole, 2 MiB-aligned
+// chunk read into a (huge-page) window is published with UFFDIO_MOVE: the window's pages,
+// a transparent huge page when the kernel gave the window one, become the chunk's (zero
+// copy); the window is refaulted by its next read (the budget already pays a window).
+// `collapse`: COPY, then MADV_COLLAPSE of the chunk (the collapse allocates the new huge
+// page before it frees the 512 small ones: the caller reserves one chunk of budget for it).
+//
+// The Plan (plan.hpp, plan_state.hpp). Every fill runs through it: the manifest has one
+// object per chunk (its file extent), the slots are the chunks (slot c is chunk c's range of
+// the region, a stable address), in open-consumer mode. A fill requests its chunks' slots
+// as one bundle (VACANT -> LOADING, the generation advances), reads each chunk under a
+// window ticket (FREE -> READING; the source's completion is validated by the Plan:
+// window, generation, epoch, object and extent; a short, failed or out-of-file read is
+// rejected -> HOST_READY), and only when every read of the bundle was accepted copies them
+// into the region (HOST_READY -> COPYING, UFFDIO_COPY or UFFDIO_MOVE, -> FREE) and
+// publishes the bundle in one transition (LOADING -> DEVICE_READY, or IN_USE when held),
+// then wakes the faulting threads. A rejected read fails the run and nothing of its bundle
+// is copied. Consumers (enter/leave) and oversize pins are the Plan's consumers (hold/
+// unhold); an eviction is the slot's recycle (RECYCLABLE or never-held DEVICE_READY ->
+// VACANT), and the Plan refuses it for a slot with a live consumer, so the pager's rule
+// "never evict a chunk with live consumers" is the Plan's invariant.
+//
+// Sources: the blocking engines (buffered, direct: one window) complete a read inside
+// submit(); the fault loop reads on demand, one fill at a time. `uring` (N windows, depth
+// <= N) reads asynchronously: demand reads of several faults are in flight together, and
+// with PagerConfig::readahead, on entering step s the pager reads the chunks of step s+1
+// (those absent and not of step s) ahead, as bundles of at most N-1 chunks (one window
+// stays free for demand reads). A read-ahead bundle waits in its windows (HOST_READY; the
+// windows are paid from the budget) and takes no room until step s+1 begins: then room is
+// made for the whole bundle exactly as step s+1's demand faults would make it (the policy's
+// victims among chunks without consumers or pins, at the same cursor), and it is published
+// all-or-nothing. So read-ahead changes when chunks are read, not which chunks the policy
+// keeps. A fault on a chunk whose read is in flight waits for it (never a second read); a
+// fault on a landed read-ahead chunk before its step publishes the bundle at once.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/alloc_count.hpp"
+#include "core/latency.hpp"
+#include "pager/signal_audit.hpp"
+#include "pager/trace.hpp"
+#include "pager/uffd.hpp"
+#include "plan/manifest.hpp"
+#include "plan/state.hpp"
+#include "policy/policy.hpp"
+#include "source/source.hpp"
+
+namespace resid {
+
+enum class HugeChunks { Off, Move, Collapse };
+const char* to_string(HugeChunks h);
+std::optional<HugeChunks> parse_huge_chunks(std::string_view s);
+
+// Deterministic source fault hooks (tests; generate's RESIDCTL_FAULT_SOURCE). They fire at
+// the pager's read index `fault_at` (0-based, in submission order), or the first eligible
+// read at or after it:
+//   eio                    the read's completion result is -EIO (uring);
+//   short-read             the kernel is asked for half the aligned span: a real short read (uring);
+//   stale-completion       the completion carries the previous ticket of its window (uring);
+//   wrong-object           the read is submitted for the next chunk's extent (any source);
+//   bundle-extent-failure  the last read of the first read-ahead bundle of two or more
+//                          chunks fails with -EIO (uring, read-ahead).
+// Each is a fatal rejection: the run fails and nothing of the bundle is published.
+enum class PagerFault : uint8_t { None, Eio, ShortRead, StaleCompletion, WrongObject, BundleExtentFailure };
+const char* to_string(PagerFault f);
+std::optional<PagerFault> parse_pager_fault(std::string_view s);
+
+struct PagerConfig {
+  uint64_t chunk_size = 2u << 20;  // multiple of the page size
+  uint64_t budget_chunks = 0;      // >= 1
+  uint32_t prefetch_depth = 0;     // candidates asked of the policy per prefetch decision
+  bool eager_reconcile = false;    // mincore check after every fill and eviction
+  double watchdog_s = 60;          // a fault unserved this long fails the pager
+  // Object steps (generate): step s touches step_chunks[s % size]; the signal for a step is
+  // audited and traced for each of its chunks. Empty: chunk steps (scan), step s is chunk
+  // s mod chunks.
+  std::vector<std::vector<ChunkId>> step_chunks;
+  // Oversize steps: pins for at most this many threads (the compute threads); 0 = no limit.
+  uint32_t max_pins = 0;
+  HugeChunks huge = HugeChunks::Off;
+  // Read the next step's chunks ahead (header; needs a source with two or more windows).
+  bool readahead = false;
+  // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
+  // steps' own chunks (step_chunks, or chunk s mod chunks).
+  std::vector<std::vector<ChunkId>> readahead_steps;
+  PagerFault fault = PagerFault::None;
+  uint64_t fault_at = 0;
+};
+
+struct PagerStats {
+  uint64_t demand_fills = 0, prefetch_fills = 0, prefetch_used = 0, evictions = 0;
+  uint64_t faults_handled = 0, spurious_faults = 0, signals = 0, signals_out_of_order = 0;
+  uint64_t resident_chunks = 0, max_resident_chunks = 0;
+  uint64_t reconcile_checks = 0, reconcile_mismatches = 0;
+  uint64_t max_present_pages = 0;  // most pages mincore saw present at one check
+  uint64_t unmap_events = 0, unmapped_chunks = 0, copy_retries = 0;
+  uint64_t fault_count = 0, fault_p50_ns = 0, fault_p99_ns = 0, fault_max_ns = 0;
+  uint64_t fill_count = 0, fill_p50_ns = 0, fill_p99_ns = 0, fill_max_ns = 0;
+  // Oversize steps.
+  uint64_t oversize_steps = 0;   // steps that ran oversize
+  uint64_t pin_moves = 0;        // a thread's pin moved to another chunk
+  uint64_t max_pins = 0;         // most (thread, chunk) pins held at once
+  uint64_t in_step_refills = 0;  // demand fills of a chunk already demand-filled in the same step
+  // Huge chunks.
+  uint64_t move_fills = 0;       // fills published whole with UFFDIO_MOVE
+  uint64_t move_fallbacks = 0;   // fills where UFFDIO_MOVE failed (COPY took over)
+  int move_first_errno = 0;
+  uint64_t collapses = 0, collapse_failures = 0;
+  int collapse_first_errno = 0;
+  // The fill machinery (every fill is a Plan bundle).
+  uint64_t bundles_published = 0;
+  uint64_t readahead_bundles = 0;  // read-ahead bundles published
+  uint64_t readahead_fills = 0;    // chunks they filled (also counted in prefetch_fills)
+  uint64_t readahead_waits = 0;    // faults that waited for a read-ahead or prefetch read in flight
+  uint64_t readahead_no_room = 0;  // times a landed bundle's publication waited for room (a leave)
+  // Exposed source wait: over every fault message on the region (each one a compute thread
+  // blocked), the time from reading it to waking its thread.
+  uint64_t exposed_wait_ns = 0;
+  uint64_t waited_faults = 0;
+  uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
+};
+
+// What the source and the Plan's windows did, for run.json `source_stats` (after shutdown).
+struct PagerSourceReport {
+  SourceEngine engine = SourceEngine::Direct;
+  uint64_t windows = 0, depth = 0, alignment = 0, window_capacity = 0;
+  SourceStats stats;
+  uint64_t read_count = 0, read_p50_ns = 0, read_p99_ns = 0, read_max_ns = 0;  // submit -> reap
+  uint64_t windows_free_at_close = 0;       // source windows FREE
+  uint64_t plan_windows_free_at_close = 0;  // Plan windows FREE
+  uint64_t tickets_outstanding_at_close = 0;
+  uint64_t cancellations = 0;               // tickets abandoned (a read whose completion never came)
+  bool alloc_counter_installed = false;
+  uint64_t dynamic_allocations = 0;         // on the pager thread's read path, after start
+  uint64_t rejection_allocations = 0;       // building rejection and failure messages
+};
+
+struct PagerFaultReport {
+  PagerFault cell = PagerFault::None;
+  uint64_t fault_at = 0;
+  bool fired = false;
+  uint64_t read = 0;                    // the read index it hit
+  uint64_t step = 0;
+  std::vector<ChunkId> bundle;          // the chunks of the faulted read's bundle
+  uint64_t bundle_chunks_published = 0; // must stay 0
+  PlanError rejection = PlanError::None;
+};
+
+class Pager {
+ public:
+  // Oversize steps: chunks pinned per compute thread (see above).
+  static constexpr uint32_t kPinsPerThread = 2;
+
+  // Maps and registers the region (throws InputError if userfaultfd is unavailable or the
+  // configuration is invalid). The pager thread starts with start().
+  Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, PagerConfig cfg,
+        Trace* trace = nullptr);
+  ~Pager();
+  Pager(const Pager&) = delete;
+  Pager& operator=(const Pager&) = delete;
+
+  // Page-table pages needed to map `mapped_bytes` of region with 4 KiB pages (one PTE
+  // page per 2 MiB, one PMD page per 1 GiB, on x86-64 and arm64 with 4 KiB pages). The
+  // kernel charges them to the cgroup and keeps them after MADV_DONTNEED, so the pager
+  // pays for them out of its budget.
+  static uint64_t page_table_reserve(uint64_t mapped_bytes);
+
+  void start();
+  // Drain: serve every pending fault; `quiesce` (if given) runs on the calling thread while
+  // the pager still serves (e.g. join the threads that use the region). Then mprotect
+  // (PROT_NONE) and UFFDIO_UNREGISTER so a late access dies with SIGSEGV instead of
+  // reading a zero page, and join the pager thread. Idempotent.
+  void shutdown(const std::function<void()>& quiesce = {});
+
+  const std::byte* base() const { return base_; }
+  uint64_t file_bytes() const { return file_bytes_; }
+  uint64_t chunk_size() const { return cfg_.chunk_size; }
+  uint32_t chunks() const { return chunks_; }
+  uint64_t budget_chunks() const { return cfg_.budget_chunks; }
+  // Bytes of chunk c that hold file data, page rounded (the tail chunk may be short).
+  uint64_t chunk_length(ChunkId c) const;
+  UffdMode uffd_mode() const { return uffd_.mode(); }
+  const Source& source() const { return *source_; }
+  const Plan& plan() const { return *plan_; }
+  // The Plan's shutdown answer (None: ok; nullopt before the pager shut down).
+  std::optional<PlanError> plan_shutdown() const;
+  // After shutdown: the source and window report.
+  PagerSourceReport source_report() const;
+  PagerFaultReport fault_report() const;
+  // Negative control: ask the Plan to recycle chunk c's slot (an eviction) regardless of the
+  // pager's own rule. Refused with ConsumersLive while c has a consumer or a pin; if the
+  // Plan agrees, the chunk is evicted. Returns the Plan's answer.
+  PlanError try_recycle(ChunkId c);
+
+  // Consumers: a chunk with a live consumer is never evicted.
+  void enter(ChunkId c);
+  void leave(ChunkId c);
+  // Consumption signal: the chunk of global step `cursor` was consumed.
+  void signal(uint64_t cursor);
+  // The step events are attributed to in the trace.
+  void set_step(uint64_t step);
+  // The last step the workload will run: nothing is read ahead for a later one.
+  void set_readahead_horizon(uint64_t last_step);
+  // signal(cursor) (if any) and set_step(next) as one atomic update, so no pager decision
+  // can see the new cursor with the old step. `oversize`: the new step runs oversize (no
+  // live consumers on its chunks; per-thread pins instead). A step change drops every pin.
+  void step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bool oversize = false);
+  // Whether the current step runs oversize (generate: known at the pass start, when the
+  // batch's tokens are). Drops every pin.
+  void set_step_oversize(bool oversize);
+
+  // Was chunk c demand-filled while `step` was current?
+  bool demand_filled_in(ChunkId c, uint64_t step) const;
+  bool resident(ChunkId c) const;
+  uint64_t fills_of(ChunkId c) const;
+
+  bool failed() const { return failed_.load(); }
+  std::string error() const;
+  // Called once, from the pager thread, when the pager fails (watchdog, rejected read...).
+  void set_failure_callback(std::function<void()> cb);
+
+  PagerStats stats() const;
+  SourceStats source_stats() const;
+  SignalAudit audit() const;
+  std::vector<ChunkId> resident_set() const;
+  // Chunks pinned now (oversize steps), ascending.
+  std::vector<ChunkId> pinned_set() const;
+  // Bytes of the region the kernel backs with transparent huge pages now (the
+  // AnonHugePages of the region's mappings in /proc/self/smaps); nullopt if unreadable.
+  std::optional<uint64_t> region_huge_bytes() const;
+
+  // Watchdog for the one case the pager thread cannot watch itself: a fill stuck inside the
+  // Source (storage that stopped answering). Call periodically from another thread; fails
+  // the pager once a fill has been in progress longer than watchdog_s.
+  void check_stall();
+
+  // Hold the fault loop (faults queue up unserved); shutdown() releases it. For tests.
+  void pause(bool on);
+  // Number of fault messages read and not yet served.
+  size_t pending_faults() const;
+  // One reconcile check now; returns the mismatching chunks it found.
+  uint64_t reconcile_now();
+  // Description of the first reconcile mismatch (empty if none).
+  std::string first_mismatch() const;
+
+ private:
+  enum class State : uint8_t { Absent, Filling, Resident };
+  enum class FillKind : uint8_t { Demand, Prefetch, Readahead };
+  struct PendingFault {
+    uintptr_t addr;
+    uint64_t t_read_ns;
+    bool trigger;  // this fault started its chunk's demand read
+  };
+  // A read in a source window (pager thread only).
+  struct WindowOp {
+    bool busy = false;    // submitted, or landed and waiting for the rest of its bundle
+    bool landed = false;  // accepted by the Plan: HOST_READY
+    ChunkId chunk = 0;
+    uint64_t tag = 0;
+    uint32_t bundle = 0;
+    uint64_t submit_ns = 0;
+    Completion comp;
+  };
+  struct BundleRun {
+    bool live = false;
+    bool failed = false;
+    FillKind kind = FillKind::Demand;
+    BundleHandle handle = 0;
+    uint32_t n = 0, completed = 0;
+    bool ready = false;   // read-ahead: every read landed, waiting for its step
+    bool roomed = false;  // its chunks' room is counted in filling_
+    uint64_t target = 0;  // read-ahead: the step it is for
+    std::vector<ChunkId> chunks;  // capacity: the window count
+    std::vector<int32_t> wins;
+  };
+
+  void loop();
+  void read_messages();
+  void handle_unmap(uintptr_t start, uintptr_t end);
+  bool serve_pending();
+  bool maybe_prefetch();
+  bool maybe_readahead();
+  bool publish_readahead();
+  bool make_room_locked(ChunkId for_chunk);
+  bool evict_locked(ChunkId c);
+  uint32_t free_windows() const;
+  int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
+  void issue_bundle(int bi);
+  bool reap_completions();
+  void on_completion(Completion&& c);
+  void publish_bundle(BundleRun& b);
+  void drop_bundle(BundleRun& b);
+  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind);
+  void close_reads();
+  std::span<const ChunkId> step_chunks_of(uint64_t step);
+  std::span<const ChunkId> readahead_chunks_of(uint64_t step);
+  template <class F>
+  void fail_with(F&& make);
+  template <class F>
+  void fail_locked_with(F&& make);
+  void run_due_failure_callback();
+  bool publish(ChunkId c, const std::byte* data, uint64_t data_len);
+  bool copy_pages(ChunkId c, const std::byte* data, uint64_t from_page);
+  void maybe_collapse(ChunkId c);
+  void pin_locked(uint32_t tid, ChunkId c);
+  void clear_pins_locked();
+  void set_mode_locked(bool oversize);
+  void wake_chunk(ChunkId c);
+  void reconcile_locked();
+  void check_watchdog();
+  void fail(const std::string& why);
+  void notify();
+  std::string evidence_locked() const;
+  uint64_t first_page(ChunkId c) const { return c * chunk_pages_; }
+  uint64_t pages_in(ChunkId c) const { return chunk_length(c) / page_; }
+  void remove_resident_locked(ChunkId c);
+  void mark_evicted_locked(ChunkId c);
+  void finish_registration();
+
+  PagerConfig cfg_;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<Policy> policy_;
+  Trace* trace_;
+  Uffd uffd_;
+  int evfd_ = -1;
+  uint64_t page_ = 4096;
+  uint64_t file_bytes_ = 0;
+  uint64_t registered_bytes_ = 0;  // page-rounded file size
+  uint64_t mapped_bytes_ = 0;      // chunks * chunk_size
+  uint64_t chunk_pages_ = 0;
+  uint32_t chunks_ = 0;
+  std::byte* base_ = nullptr;
+
+  mutable std::mutex mu_;
+  // Guarded by mu_ (the pager thread is the only writer of state_, page_unmapped_,
+  // mapped_pages_ and resident_list_, so it may read them without the lock).
+  std::vector<State> state_;
+  std::vector<int32_t> consumers_;
+  std::vector<uint8_t> prefetched_unused_;
+  std::vector<uint8_t> poisoned_;
+  std::vector<uint16_t> pins_;                                // per chunk: threads pinning it
+  std::vector<std::pair<uint32_t, ChunkId>> thread_pins_;      // (tid, chunk), oldest first
+  bool oversize_ = false;
+  std::vector<int64_t> last_demand_step_;
+  std::vector<uint64_t> fills_;
+  std::vector<uint8_t> page_unmapped_;
+  std::vector<uint32_t> mapped_pages_;
+  std::vector<ChunkId> resident_list_;
+  uint32_t filling_ = 0;  // chunks Filling (their reads count against the budget)
+  std::vector<unsigned char> mincore_buf_;
+  std::vector<uint8_t> mincore_known_;
+  std::string first_mismatch_;
+  SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
+  SignalAudit audit_;
+  uint64_t step_ = 0;
+  PagerStats st_;
+  LatencyHistogram fault_hist_, fill_hist_, read_hist_;
+  std::string error_;
+  std::function<void()> on_failure_;
+  bool failure_callback_due_ = false;  // failed under mu_: the loop calls on_failure_
+
+  // The Plan over the region's chunks.
+  std::unique_ptr<PlanManifest> manifest_;
+  std::unique_ptr<Plan> plan_;
+  std::optional<PlanError> plan_shutdown_;
+  std::vector<SlotPhase> plan_phase_;      // reconcile scratch
+  std::vector<uint32_t> plan_consumers_;
+
+  // Pager thread only.
+  std::vector<PendingFault> pending_;
+  std::vector<ChunkId> candidates_;
+  std::vector<WindowOp> wops_;          // one per source window
+  std::vector<BundleRun> bundles_;      // at most one per window at a time
+  uint32_t inflight_ = 0;               // reads submitted, completion not handled yet
+  bool fail_closed_ = false;            // a fatal rejection: no further read, copy or publication
+  uint32_t readahead_windows_ = 0;      // windows held by read-ahead bundles
+  uint32_t readahead_ready_ = 0;        // read-ahead bundles landed, waiting for their step
+  uint64_t reads_issued_ = 0;
+  int cfd_ = -1;                        // the source's completion eventfd (-1: blocking)
+  bool blocking_ = true;
+  uint64_t ra_done_step_ = UINT64_MAX;  // the step whose read-ahead is complete
+  uint64_t readahead_horizon_ = UINT64_MAX;  // guarded by mu_
+  std::vector<uint64_t> cur_mark_;      // chunk -> stamp of the step it is in (read-ahead)
+  uint64_t cur_stamp_ = 0;
+  std::vector<ChunkId> ra_chunks_;
+  std::vector<int32_t> req_slots_;      // a bundle's request (no allocation on the read path)
+  std::vector<uint32_t> req_objs_;
+  std::vector<uint64_t> req_tags_;
+  ChunkId one_chunk_ = 0;
+  AllocCounts alloc0_{}, alloc1_{};
+  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu_)
+  uint64_t closed_source_windows_free_ = 0;
+  uint64_t cancellations_ = 0;
+  PagerFaultReport fault_;
+  int fault_bundle_ = -1;               // the bundle the fault hook hit
+  bool fault_armed_ = false;
+  bool watchdog_reported_ = false;
+  std::atomic<size_t> pending_count_{0};
+  std::atomic<int64_t> busy_chunk_{-1};      // chunk being filled, -1 when none
+  std::atomic<uint64_t> busy_since_ns_{0};
+
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_quiesced_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> want_leave_notify_{false};
+  std::thread thread_;
+  bool started_ = false;
+  bool shut_ = false;
+};
+
+}  // namespace resid

@@ -1,0 +1,75 @@
+// Arms D and E over a declared sequence of steps that each touch a set of chunks (the llama
+// adapter's object steps: embd, layer.0 .. layer.L-1, output, repeated every pass).
+//
+// The declared pass is flattened into one access per (step, chunk), chunks ascending within
+// a step: the same order as the access records of trace.bin, i.e. Belady's reference. The
+// next use of a chunk is the distance, in flattened accesses, from the start of the next
+// step (cursor + 1, which in generate is the step being computed) to the chunk's next
+// occurrence, wrapping into the next pass. Distances are distinct per chunk, so there are
+// no ties; a chunk in no step is never used (UINT64_MAX, evicted first).
+//
+// The cyclic chunk-step DeclaredPolicy (scan) is the special case of one chunk per step.
+//
+// Oversize steps (a step whose chunks cannot all stay resident at the budget, e.g. the
+// 17-chunk tied output of SmolLM2 at r = 0.25): its chunks have no live consumers, so the
+// policy must choose among chunks of the step being computed, and the declared order alone
+// cannot tell a chunk the compute threads are done with from one they have not reached (all
+// are "in the current step"). The in-step rule: while an oversize step is current, the
+// victim is the evictable chunk of that step that was filled earliest in this step; only
+// when there is none does the farthest-next-use rule apply. Why: llama.cpp's matrix products
+// walk the weight rows forward (the threads take row blocks from a shared counter in
+// ascending order), so a chunk filled early in the step has been passed by every thread,
+// and its next use is in the next pass (after every other step: the farthest there is, as
+// MIN would choose), whereas the most recent fills are where the threads are now (the pager
+// also pins the chunk each thread last faulted on). Chunks of the step that were resident
+// before it started are not known to be passed and keep their declared distance.
+#pragma once
+
+#include <vector>
+
+#include "policy/policy.hpp"
+
+namespace resid {
+
+class SequenceDeclaredPolicy final : public Policy {
+ public:
+  // steps: one declared pass; every chunk id < chunks.
+  SequenceDeclaredPolicy(uint32_t chunks, std::vector<std::vector<ChunkId>> steps, bool prefetch);
+  PolicyKind kind() const override { return prefetch_ ? PolicyKind::Prefetch : PolicyKind::Declared; }
+  void on_access(ChunkId) override {}
+  void on_signal(uint64_t cursor) override;
+  std::optional<ChunkId> choose_victim(std::span<const ChunkId> resident,
+                                       const Evictable& evictable) const override;
+  // Up to n distinct chunks of the steps after the one being computed (cursor + 1), in
+  // declared order, none of which is in the step being computed (its chunks are held by
+  // their consumers and demand-filled as touched). Empty for arm D.
+  std::vector<ChunkId> prefetch_candidates(uint64_t cursor, size_t n) const override;
+  uint64_t next_use(ChunkId c) const override;
+  std::optional<uint64_t> cursor() const override { return cursor_; }
+  void on_step_mode(bool oversize) override { oversize_ = oversize; }
+  void on_fill(ChunkId c) override;
+
+  size_t steps_per_pass() const { return steps_.size(); }
+  uint64_t accesses_per_pass() const { return flat_; }
+
+ private:
+  uint64_t next_step() const { return cursor_ ? *cursor_ + 1 : 0; }
+
+  uint32_t n_;
+  std::vector<std::vector<ChunkId>> steps_;      // each sorted, unique
+  std::vector<uint64_t> step_start_;              // flattened position of each step's first access
+  uint64_t flat_ = 0;                             // accesses per pass
+  std::vector<std::vector<uint64_t>> occ_;        // per chunk: flattened positions, ascending
+  bool prefetch_;
+  std::optional<uint64_t> cursor_;
+  bool oversize_ = false;                         // the step being computed is oversize
+  uint64_t fill_clock_ = 0;
+  std::vector<uint64_t> fill_step_;               // per chunk: the step of its last fill
+  std::vector<uint64_t> fill_seq_;                // per chunk: when (fill_clock_) it was filled
+};
+
+// make_policy for object steps: lru and zero as for scan; declared and prefetch over `steps`.
+std::unique_ptr<Policy> make_sequence_policy(PolicyKind kind, uint32_t chunks,
+                                             const std::vector<std::vector<ChunkId>>& steps);
+
+}  // namespace resid

@@ -1,0 +1,117 @@
+// Source: reads extents of a file into windows. The interface is submit/reap/release so an
+// asynchronous engine (io_uring, several windows) fits the same shape; the blocking
+// engines complete inside submit(). A completion that is short, negative, or for an
+// extent outside the file is a rejection: it carries an error and is never published.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/types.hpp"
+
+namespace resid {
+
+struct SourceStats {
+  uint64_t reads = 0;           // submitted reads (accepted or rejected)
+  uint64_t logical_bytes = 0;   // extent bytes asked for
+  uint64_t physical_bytes = 0;  // bytes actually requested from the kernel (aligned span)
+  uint64_t padding_bytes = 0;   // physical - logical
+  uint64_t rejections = 0;
+  uint64_t read_ns = 0;         // time spent inside the read syscalls
+  uint64_t completions = 0;     // completions reaped (accepted or rejected)
+  uint64_t peak_inflight = 0;   // most reads submitted and not yet completed at once
+};
+
+// Why a completion was rejected (machine-readable; `error` says it in words).
+enum class RejectReason : uint8_t { None, OutsideFile, TooLarge, Failed, ShortRead };
+
+struct Completion {
+  uint64_t tag = 0;
+  Extent extent;
+  int window = -1;
+  std::byte* data = nullptr;  // first logical byte inside the window (valid until release)
+  std::string error;          // non-empty: rejected
+  RejectReason reason = RejectReason::None;
+  bool ok() const { return error.empty() && reason == RejectReason::None; }
+};
+
+enum class SourceEngine { Buffered, Direct, Uring };
+const char* to_string(SourceEngine e);
+std::optional<SourceEngine> parse_source_engine(std::string_view s);
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual SourceEngine engine() const = 0;
+  virtual uint64_t file_size() const = 0;
+  virtual size_t window_count() const = 0;
+  virtual size_t window_capacity() const = 0;
+  virtual size_t window_bytes() const = 0;  // memory held by windows (paid from the budget)
+  virtual uint32_t alignment() const = 0;   // request alignment (1 for buffered)
+
+  // Start a read of `e` into a free window. Returns false when no window is free
+  // (reap and release first). A read that cannot even start is still accepted and
+  // completes as a rejection, so every submit yields exactly one completion.
+  virtual bool submit(const Extent& e, uint64_t tag) = 0;
+  // Next completion; with wait=false returns nullopt when none is ready.
+  virtual std::optional<Completion> reap(bool wait) = 0;
+  // Return the completion's window to FREE (after its bytes were published or dropped).
+  virtual void release(const Completion& c) = 0;
+  // Wait for every in-flight read (their completions stay reapable).
+  virtual void drain() = 0;
+  // The window the next submit() will use, or -1 when none is free (or unknown).
+  virtual int free_window() const { return -1; }
+  // Windows FREE now (not reading, not holding a completion).
+  virtual size_t windows_free() const { return free_window() >= 0 ? 1 : 0; }
+  // Most reads in flight at once (the blocking engines: 1).
+  virtual size_t max_inflight() const { return 1; }
+  // A file descriptor that becomes readable when a completion is ready (an eventfd the
+  // engine signals; read it to re-arm), or -1 when completions are ready when submit()
+  // returns (the blocking engines). The first call sets it up.
+  virtual int completion_fd() { return -1; }
+
+  virtual SourceStats stats() const = 0;
+};
+
+// Opens `path` with the requested engine. No fallback: if O_DIRECT cannot be opened the
+// error says so (InputError). `window_capacity` is the largest aligned span one read may
+// occupy.
+std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
+                                    size_t window_capacity);
+
+// Several windows and an in-flight bound (only `uring` has more than one window; asking a
+// blocking engine for more is an InputError, never a silent fallback).
+struct SourceOptions {
+  size_t windows = 1;
+  size_t depth = 0;               // most reads in flight; 0 = windows
+  bool register_buffers = false;  // uring: io_uring_register_buffers + read_fixed
+};
+std::unique_ptr<Source> open_source(SourceEngine engine, const std::string& path,
+                                    size_t window_capacity, const SourceOptions& opts);
+// The options of --windows / --depth after their defaults: 8 windows for uring, 1 for the
+// blocking engines; depth = windows.
+SourceOptions source_options(SourceEngine engine, std::optional<uint32_t> windows, std::optional<uint32_t> depth);
+
+// --windows / --depth of the subcommands that take them (InputError, naming the flag): the
+// blocking engines have one window and depth 1; uring needs 1 <= depth <= windows.
+void check_source_flags(SourceEngine engine, std::optional<uint32_t> windows, std::optional<uint32_t> depth);
+
+// The engines' common open: the file read-only (O_DIRECT when `direct`), a regular file, its
+// size, and for O_DIRECT the request alignment the filesystem reports (4096 when it does not
+// say; 1 without O_DIRECT). InputError (naming --source buffered for a filesystem without
+// direct I/O) otherwise; the caller owns fd.
+struct SourceFile {
+  int fd = -1;
+  uint64_t size = 0;
+  uint32_t alignment = 1;
+};
+SourceFile open_source_file(const std::string& path, bool direct);
+
+// submit + reap(wait) for callers that want one blocking read.
+Completion read_blocking(Source& src, const Extent& e, uint64_t tag = 0);
+
+}  // namespace resid

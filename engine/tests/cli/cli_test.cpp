@@ -1,0 +1,215 @@
+// The residctl binary, end to end: exit statuses, run directories, the one-line errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "util/test_util.hpp"
+
+using namespace resid;
+
+namespace {
+
+using test::count_lines;
+using test::exists;
+
+// Runs residctl with `args`; stderr captured to a file.
+test::Spawned run(const std::vector<std::string>& args, const std::string& errfile) {
+  return test::spawn_capture(RESIDCTL_PATH, args, errfile);
+}
+
+nlohmann::json load(const std::string& path) { return test::load_json(path); }
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    region_ = dir_.file("r.bin");
+    errf_ = dir_.file("stderr.txt");
+    auto r = run({"mkregion", "--out", region_, "--size", std::to_string(16 * 65536), "--seed", "3"}, errf_);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  std::vector<std::string> scan_args(const std::string& arm, const std::string& out) {
+    return {"scan", "--region", region_, "--seed", "3", "--out", out, "--arm", arm,
+            "--budget-bytes", std::to_string(7 * 65536), "--chunk-size", "65536",
+            "--passes", "2", "--threads", "2", "--eager-reconcile"};
+  }
+  test::TempDir dir_;
+  std::string region_, errf_;
+};
+
+}  // namespace
+
+TEST_F(Cli, EveryArmScansAndWritesTheRunDirectory) {
+  const bool uffd = !test::uffd_unavailable();
+  for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}) {
+    if (arm != "kernel-mmap" && !uffd) {
+      std::printf("skipping %s: %s\n", arm.c_str(), test::uffd_unavailable()->c_str());
+      continue;
+    }
+    const std::string out = dir_.file("run-" + arm);
+    auto r = run(scan_args(arm, out), errf_);
+    ASSERT_EQ(r.status, 0) << arm << ": " << r.err;
+    ASSERT_TRUE(exists(out + "/run.json")) << arm;
+    ASSERT_TRUE(exists(out + "/trace.bin")) << arm;
+    const auto j = load(out + "/run.json");
+    EXPECT_EQ(j["status"], "ok");
+    EXPECT_EQ(j["arm"], arm);
+    EXPECT_EQ(j["counters"]["steps"], 32);
+    EXPECT_EQ(j["counters"]["accesses"], 32);
+    EXPECT_EQ(j["counters"]["verify_errors"], 0);
+    EXPECT_EQ(j["counters"]["bytes_verified"], 2 * 16 * 65536);
+    EXPECT_EQ(j["counters"]["reconcile_mismatches"], 0);
+    EXPECT_EQ(j["trace"]["records"].get<uint64_t>() * 16 + 32,
+              static_cast<uint64_t>(std::ifstream(out + "/trace.bin", std::ios::ate | std::ios::binary).tellg()));
+    if (arm == "kernel-mmap") {
+      EXPECT_TRUE(j["policy"].is_null());
+      EXPECT_TRUE(j["uffd_mode"].is_null());
+    } else {
+      EXPECT_EQ(j["source_engine"], "direct");
+      EXPECT_FALSE(j["uffd_mode"].is_null());
+      // (7 chunks of budget - one window chunk - 8 KiB of page tables) / 64 KiB = 5.
+      EXPECT_EQ(j["budget"]["page_table_bytes"], 8192);
+      EXPECT_EQ(j["budget"]["budget_chunks"], 5);
+      EXPECT_LE(j["counters"]["max_resident_chunks"].get<int>(), 5);
+      EXPECT_GT(j["counters"]["reconcile_checks"].get<int>(), 0);
+    }
+    if (arm == "pager-lru" || arm == "pager-zero") {
+      EXPECT_EQ(j["counters"]["misses"], 32) << arm;
+    }
+  }
+}
+
+// The scan's sources through the Plan: P, D and F (uring, eight windows, the next chunk read
+// ahead) verify every byte and close balanced; F allocates nothing on its read path. (The
+// TSan build runs this through its instrumented binary: the pager thread, the uring source
+// and the driver threads.)
+TEST_F(Cli, EverySourceScansThroughThePlan) {
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  for (std::string source : {"buffered", "direct", "uring"}) {
+    const std::string out = dir_.file("src-" + source);
+    auto args = scan_args("pager-declared", out);
+    const uint64_t windows = source == "uring" ? 8 : 1;
+    // Seven chunks of cache for every source: F pays its seven extra windows on top.
+    args[10] = std::to_string((7 + windows - 1) * 65536);
+    args.insert(args.end(), {"--source", source, "--compute-us", "200"});
+    auto r = run(args, errf_);
+    ASSERT_EQ(r.status, 0) << source << ": " << r.err;
+    const auto j = load(out + "/run.json");
+    EXPECT_EQ(j["status"], "ok") << source;
+    EXPECT_EQ(j["source_engine"], source);
+    EXPECT_EQ(j["counters"]["verify_errors"], 0) << source;
+    EXPECT_EQ(j["counters"]["bytes_verified"], 2 * 16 * 65536) << source;
+    EXPECT_EQ(j["counters"]["reconcile_mismatches"], 0) << source;
+    EXPECT_EQ(j["budget"]["budget_chunks"], 5) << source;
+    const auto& ss = j["source_stats"];
+    EXPECT_EQ(ss["windows"], windows) << source;
+    EXPECT_EQ(ss["submissions"], ss["completions"]) << source;
+    EXPECT_EQ(ss["windows_free_at_close"], windows) << source;
+    EXPECT_EQ(ss["tickets_outstanding_at_close"], 0) << source;
+    EXPECT_TRUE(ss["allocation_counter_installed"].get<bool>()) << source;
+    EXPECT_EQ(ss["dynamic_allocations"], 0) << source;
+    EXPECT_GT(j["counters"]["exposed_source_wait_ns"].get<uint64_t>(), 0u) << source;
+    EXPECT_EQ(j["plan"]["shutdown"], "ok") << source;
+    EXPECT_TRUE(j["plan"]["balanced"].get<bool>()) << source;
+    EXPECT_EQ(j["plan"]["reconcile_violations"], 0) << source << " " << j["plan"]["first_violation"];
+    if (source == "uring") {
+      EXPECT_GT(j["readahead"]["bundles"].get<uint64_t>(), 0u);
+      EXPECT_GT(j["counters"]["prefetch_fills"].get<uint64_t>(), 0u);
+    } else {
+      EXPECT_EQ(ss["peak_depth"], 1) << source;
+      EXPECT_EQ(j["counters"]["prefetch_fills"], 0) << source;
+    }
+  }
+  // A blocking engine has one window.
+  auto r = run([&] {
+    auto a = scan_args("pager-declared", dir_.file("bad-windows"));
+    a.insert(a.end(), {"--source", "direct", "--windows", "2"});
+    return a;
+  }(), errf_);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("one window"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadInputExitsTwoWithOneLine) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"scan", "--bogus"},
+      {"scan", "--region", dir_.file("missing.bin"), "--out", dir_.file("o1"), "--arm", "pager-lru",
+       "--budget-bytes", "100000000"},
+      {"scan", "--region", region_, "--out", dir_.file("o2"), "--arm", "pager-nope", "--budget-bytes", "1"},
+      {"scan", "--region", region_, "--out", dir_.file("o3"), "--arm", "pager-lru", "--budget-bytes", "1000"},
+      {"scan", "--region", region_, "--out", dir_.file("o4"), "--arm", "pager-lru"},
+      {"scan", "--region", region_, "--out", dir_.file("o5"), "--arm", "pager-lru", "--budget-bytes",
+       "100000000", "--chunk-size", "1000"},
+      {"scan", "--region", region_, "--out", dir_.file("o6"), "--arm", "pager-lru", "--budget-bytes",
+       "100000000", "--threads", "-3"},
+      {"mkregion", "--out", dir_.file("x.bin"), "--size", "1000", "--seed", "1"},
+      {},
+  };
+  for (const auto& args : bad) {
+    auto r = run(args, errf_);
+    std::string joined;
+    for (auto& a : args) joined += a + " ";
+    EXPECT_EQ(r.status, 2) << joined << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << joined << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("residctl: error: ", 0), 0u) << joined << "\n" << r.err;
+  }
+  for (const char* o : {"o1", "o2", "o3", "o4", "o5", "o6"}) EXPECT_FALSE(exists(dir_.file(o))) << o;
+  // A region whose size is not a multiple of 4096.
+  {
+    std::ofstream f(dir_.file("odd.bin"), std::ios::binary);
+    f << std::string(5000, 'x');
+  }
+  auto r = run({"scan", "--region", dir_.file("odd.bin"), "--out", dir_.file("o7"), "--arm", "kernel-mmap"}, errf_);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("multiple of 4096"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, CorruptedByteFailsTheRun) {
+  // Flip one byte in chunk 5.
+  const long off = 5 * 65536 + 1234;
+  {
+    FILE* f = std::fopen(region_.c_str(), "r+b");
+    ASSERT_TRUE(f);
+    std::fseek(f, off, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, off, SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+  }
+  const bool uffd = !test::uffd_unavailable();
+  for (std::string arm : {"kernel-mmap", "pager-declared"}) {
+    if (arm != "kernel-mmap" && !uffd) continue;
+    const std::string out = dir_.file("bad-" + arm);
+    auto r = run(scan_args(arm, out), errf_);
+    EXPECT_EQ(r.status, 1) << arm << ": " << r.err;
+    ASSERT_TRUE(exists(out + "/run.json")) << arm;
+    const auto j = load(out + "/run.json");
+    EXPECT_EQ(j["status"], "failed");
+    ASSERT_TRUE(j["error"].is_string());
+    EXPECT_NE(j["error"].get<std::string>().find("offset " + std::to_string(off)), std::string::npos) << j["error"];
+    EXPECT_GT(j["counters"]["verify_errors"].get<int>(), 0);
+  }
+}
+
+TEST_F(Cli, ProbePrintsTheContractObject) {
+  const std::string outf = dir_.file("probe.json");
+  std::vector<std::string> args = {"probe", "--dir", dir_.path()};
+  const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir_.file("probe.err"), outf);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = load(outf);
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* k : {"kernel", "userfaultfd", "o_direct", "io_uring", "cgroup", "transparent_hugepage"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"syscall", "user_mode_only", "dev_userfaultfd", "unprivileged_sysctl", "missing",
+                        "minor_shmem", "how"})
+    EXPECT_TRUE(j["userfaultfd"].contains(k)) << k;
+  EXPECT_EQ(j["kernel"]["page_size"], ::sysconf(_SC_PAGESIZE));
+  if (j["o_direct"]["supported"].get<bool>()) {
+    const int a = j["o_direct"]["min_alignment"].get<int>();
+    EXPECT_TRUE(a == 512 || a == 4096) << a;
+  }
+}

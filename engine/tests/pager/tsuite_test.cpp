@@ -1,0 +1,857 @@
+// The T-suite: the real Pager on a real temp file, eager reconcile on, and at the end of
+// every test the pager's books agree with the kernel (reconcile_mismatches == 0).
+// Small chunks (64 KiB) and small files keep the whole suite to seconds.
+// RESID_TSUITE_HUGE=move|collapse runs the same suite with 2 MiB chunks published as huge
+// pages in that mode (PagerConfig::huge; ctest runs it as tsuite_huge_move); the tests
+// that need a particular mode or chunk size set their own.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <cstring>
+#include <filesystem>
+#include <barrier>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "adapters/synthetic/pattern.hpp"
+#include "core/errors.hpp"
+#include "pager/pager.hpp"
+#include "pager/trace.hpp"
+#include "plan/state.hpp"
+#include "policy/declared.hpp"
+#include "policy/policy.hpp"
+#include "source/source.hpp"
+#include "util/test_util.hpp"
+
+using namespace resid;
+
+static std::string EngineName(const ::testing::TestParamInfo<SourceEngine>& p) {
+  return to_string(p.param);
+}
+using namespace std::chrono_literals;
+
+namespace {
+
+HugeChunks huge_mode_from_env() {
+  const char* v = std::getenv("RESID_TSUITE_HUGE");
+  return v && *v ? parse_huge_chunks(v).value_or(HugeChunks::Off) : HugeChunks::Off;
+}
+const HugeChunks kHugeMode = huge_mode_from_env();
+const uint64_t kChunk = kHugeMode == HugeChunks::Off ? 64 << 10 : 2 << 20;
+
+// Why the huge mode cannot run here (the kernel lacks UFFDIO_MOVE, ...), or nullopt.
+std::optional<std::string> huge_mode_unavailable() {
+  if (kHugeMode == HugeChunks::Off) return std::nullopt;
+  static const std::optional<std::string> why = []() -> std::optional<std::string> {
+    test::TempDir dir;
+    const std::string path = dir.file("probe.bin");
+    test::write_pattern_file(path, kChunk, 1);
+    PagerConfig cfg;
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = 1;
+    cfg.huge = kHugeMode;
+    try {
+      Pager p(open_source(SourceEngine::Buffered, path, kChunk), make_policy(PolicyKind::Lru, 1), cfg);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::nullopt;
+  }();
+  return why;
+}
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kSeed = 11;
+
+#define SKIP_WITHOUT_UFFD()                                              \
+  do {                                                                   \
+    if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;       \
+    if (auto why = huge_mode_unavailable()) GTEST_SKIP() << *why;        \
+  } while (0)
+
+struct Rig {
+  test::TempDir dir;
+  std::string path;
+  uint64_t bytes;
+  Trace trace{4096};
+  std::unique_ptr<Pager> pager;
+
+  Rig(uint64_t file_bytes, uint64_t budget_chunks, PolicyKind kind,
+      SourceEngine engine = SourceEngine::Direct, uint32_t prefetch_depth = 0, double watchdog_s = 20)
+      : path(dir.file("region.bin")), bytes(file_bytes) {
+    test::write_pattern_file(path, file_bytes, kSeed);
+    PagerConfig cfg;
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = budget_chunks;
+    cfg.prefetch_depth = prefetch_depth;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = watchdog_s;
+    cfg.huge = kHugeMode;
+    const uint32_t chunks = static_cast<uint32_t>((file_bytes + kChunk - 1) / kChunk);
+    pager = std::make_unique<Pager>(open_source(engine, path, kChunk), make_policy(kind, chunks), cfg, &trace);
+    pager->start();
+  }
+
+  // Read and verify every page of chunk c as a consumer; returns the wrong words.
+  uint64_t read_chunk(ChunkId c) {
+    pager->enter(c);
+    const uint64_t off = c * kChunk;
+    const uint64_t len = pager->chunk_length(c);
+    const uint64_t bad = verify_pattern(pager->base() + off, off, len, kSeed).bad_words;
+    pager->leave(c);
+    return bad;
+  }
+
+  void expect_books_match_kernel() {
+    EXPECT_EQ(pager->reconcile_now(), 0u) << pager->first_mismatch();
+    const PagerStats st = pager->stats();
+    EXPECT_GT(st.reconcile_checks, 0u);
+    EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
+    EXPECT_FALSE(pager->failed()) << pager->error();
+    if (kHugeMode == HugeChunks::Move && st.demand_fills + st.prefetch_fills > 1) {
+      EXPECT_GT(st.move_fills, 0u) << "no chunk was published by UFFDIO_MOVE";
+      EXPECT_EQ(st.move_fallbacks, 0u) << "first errno " << st.move_first_errno;
+    }
+    if (kHugeMode == HugeChunks::Collapse && st.demand_fills + st.prefetch_fills > 1) {
+      EXPECT_GT(st.collapses, 0u) << "no chunk was collapsed";
+    }
+  }
+};
+
+}  // namespace
+
+// T1: every byte the pager publishes equals the file, including a short tail chunk.
+class TSuiteT1 : public ::testing::TestWithParam<SourceEngine> {};
+
+TEST_P(TSuiteT1, T1_ByteExactFills) {
+  SKIP_WITHOUT_UFFD();
+  const uint64_t bytes = 16 * kChunk + 3 * kPage;  // 17 chunks, the last one 3 pages
+  Rig rig(bytes, 17, PolicyKind::Declared, GetParam());
+  ASSERT_EQ(rig.pager->chunks(), 17u);
+  EXPECT_EQ(rig.pager->chunk_length(16), 3 * kPage);
+  // Compare against the file itself, not only the pattern.
+  std::vector<std::byte> file(bytes);
+  FILE* f = std::fopen(rig.path.c_str(), "rb");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(std::fread(file.data(), 1, bytes, f), bytes);
+  std::fclose(f);
+  for (ChunkId c = 0; c < 17; ++c) {
+    rig.pager->enter(c);
+    EXPECT_EQ(std::memcmp(rig.pager->base() + c * kChunk, file.data() + c * kChunk, rig.pager->chunk_length(c)), 0)
+        << "chunk " << c;
+    rig.pager->leave(c);
+  }
+  const PagerStats st = rig.pager->stats();
+  EXPECT_EQ(st.demand_fills, 17u);
+  EXPECT_EQ(st.evictions, 0u);
+  EXPECT_EQ(rig.pager->source_stats().logical_bytes, bytes);
+  rig.expect_books_match_kernel();
+  rig.pager->shutdown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, TSuiteT1, ::testing::Values(SourceEngine::Buffered, SourceEngine::Direct),
+                         EngineName);
+
+// T2: with a budget smaller than the region, evicted chunks re-fault and refill exactly.
+TEST(TSuite, T2_RefaultAfterEviction) {
+  SKIP_WITHOUT_UFFD();
+  for (PolicyKind kind : {PolicyKind::Lru, PolicyKind::Declared, PolicyKind::Zero}) {
+    Rig rig(16 * kChunk, 4, kind);
+    for (int pass = 0; pass < 3; ++pass)
+      for (ChunkId c = 0; c < 16; ++c) ASSERT_EQ(rig.read_chunk(c), 0u) << to_string(kind) << " chunk " << c;
+    const PagerStats st = rig.pager->stats();
+    EXPECT_GT(st.evictions, 0u);
+    uint64_t refilled = 0;
+    for (ChunkId c = 0; c < 16; ++c) refilled += rig.pager->fills_of(c) > 1;
+    EXPECT_GT(refilled, 0u) << to_string(kind);
+    if (kind == PolicyKind::Lru || kind == PolicyKind::Zero) {
+      EXPECT_EQ(st.demand_fills, 48u) << to_string(kind);  // a cyclic scan defeats both
+    }
+    rig.expect_books_match_kernel();
+    rig.pager->shutdown();
+  }
+}
+
+// T3: resident chunks never exceed the budget, in the books or in the kernel.
+TEST(TSuite, T3_BudgetNeverExceeded) {
+  SKIP_WITHOUT_UFFD();
+  constexpr uint64_t kBudget = 3;
+  Rig rig(24 * kChunk, kBudget, PolicyKind::Lru);
+  std::atomic<uint64_t> bad{0};
+  std::atomic<uint64_t> kernel_over{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 2; ++t) {  // 2 consumers hold at most 2 chunks: budget 3 always has room
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(1234 + t);
+      for (int i = 0; i < 150; ++i) bad += rig.read_chunk(static_cast<ChunkId>(rng() % 24));
+    });
+  }
+  std::thread sampler([&] {  // an independent mincore view while the drivers run
+    std::vector<unsigned char> v(24 * kChunk / kPage);
+    for (int i = 0; i < 200; ++i) {
+      if (::mincore(const_cast<std::byte*>(rig.pager->base()), 24 * kChunk, v.data()) == 0) {
+        uint64_t present = 0;
+        for (auto b : v) present += b & 1;
+        if (present > kBudget * kChunk / kPage) ++kernel_over;
+      }
+      std::this_thread::sleep_for(200us);
+    }
+  });
+  for (auto& t : ts) t.join();
+  sampler.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(kernel_over.load(), 0u);
+  const PagerStats st = rig.pager->stats();
+  EXPECT_LE(st.max_resident_chunks, kBudget);
+  EXPECT_LE(st.max_present_pages, kBudget * kChunk / kPage);
+  EXPECT_GT(st.evictions, 0u);
+  rig.expect_books_match_kernel();
+  rig.pager->shutdown();
+}
+
+// T4: many threads fault on one chunk at once: exactly one fill, everyone sees the bytes.
+TEST(TSuite, T4_ConcurrentFaultsOnOneChunk) {
+  SKIP_WITHOUT_UFFD();
+  constexpr int kThreads = 8;
+  constexpr ChunkId kChunks = 12;
+  Rig rig(kChunks * kChunk, kChunks, PolicyKind::Declared);
+  std::atomic<uint64_t> bad{0};
+  std::barrier go(kThreads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (ChunkId c = 0; c < kChunks; ++c) {
+        go.arrive_and_wait();  // everyone hits chunk c at the same moment
+        rig.pager->enter(c);
+        const uint64_t off = c * kChunk + (t % (kChunk / kPage)) * kPage;
+        bad += verify_pattern(rig.pager->base() + off, off, kPage, kSeed).bad_words;
+        bad += verify_pattern(rig.pager->base() + c * kChunk, c * kChunk, kChunk, kSeed).bad_words;
+        rig.pager->leave(c);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0u);
+  for (ChunkId c = 0; c < kChunks; ++c) EXPECT_EQ(rig.pager->fills_of(c), 1u) << "chunk " << c;
+  rig.expect_books_match_kernel();
+  rig.pager->shutdown();
+  // After the drain every message read has been answered: a fill or a wake.
+  const PagerStats st = rig.pager->stats();
+  EXPECT_EQ(st.demand_fills, kChunks);
+  EXPECT_GE(st.faults_handled, kChunks);
+  EXPECT_EQ(st.faults_handled, st.demand_fills + st.spurious_faults);
+}
+
+// T5: the consumption cursor audit: one signal per step, in order; a chunk that never
+// gets a signal is reported.
+TEST(TSuite, T5_ConsumptionCursorAudit) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 8;
+  {
+    Rig rig(kChunks * kChunk, 3, PolicyKind::Declared);
+    for (uint64_t s = 0; s < 2 * kChunks; ++s) {
+      ASSERT_EQ(rig.read_chunk(static_cast<ChunkId>(s % kChunks)), 0u);
+      rig.pager->step_boundary(s, s + 1);
+    }
+    const SignalAudit a = rig.pager->audit();
+    EXPECT_EQ(a.signals(), 2u * kChunks);
+    EXPECT_EQ(a.out_of_order(), 0u);
+    EXPECT_TRUE(a.zero_signal_chunks().empty());
+    for (ChunkId c = 0; c < kChunks; ++c) EXPECT_EQ(a.count(c), 2u);
+    // The trace holds exactly one signal per step, for that step's chunk.
+    std::vector<int> per_step(2 * kChunks, 0);
+    for (const auto& r : rig.trace.sorted())
+      if (r.kind == static_cast<uint8_t>(TraceKind::Signal)) {
+        ASSERT_LT(r.step, per_step.size());
+        EXPECT_EQ(r.chunk, r.step % kChunks);
+        ++per_step[r.step];
+      }
+    for (int n : per_step) EXPECT_EQ(n, 1);
+    EXPECT_EQ(rig.pager->stats().signals, 2u * kChunks);
+    rig.expect_books_match_kernel();
+    rig.pager->shutdown();
+  }
+  {
+    Rig rig(kChunks * kChunk, 3, PolicyKind::Declared);
+    for (uint64_t s = 0; s < kChunks; ++s) {
+      ASSERT_EQ(rig.read_chunk(static_cast<ChunkId>(s)), 0u);
+      if (s != 5) rig.pager->signal(s);  // a signal hooked to the wrong place misses chunk 5
+    }
+    const SignalAudit a = rig.pager->audit();
+    EXPECT_EQ(a.zero_signal_chunks(), std::vector<uint32_t>{5});
+    EXPECT_EQ(a.out_of_order(), 1u);
+    rig.expect_books_match_kernel();
+    rig.pager->shutdown();
+  }
+}
+
+// T6: the application unmaps part of the region: the pager drops those chunks, keeps
+// serving the rest, and never copies into the hole (even when something else is mapped there).
+TEST(TSuite, T6_PartialUnmaps) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 16;
+  Rig rig(kChunks * kChunk, 6, PolicyKind::Declared);
+  for (ChunkId c = 0; c < 6; ++c) ASSERT_EQ(rig.read_chunk(c), 0u);
+  auto* base = const_cast<std::byte*>(rig.pager->base());
+  // Whole chunks 2..5 (2 and 3 resident), and the second half of chunk 9.
+  ASSERT_EQ(::munmap(base + 2 * kChunk, 4 * kChunk), 0);
+  ASSERT_EQ(::munmap(base + 9 * kChunk + kChunk / 2, kChunk / 2), 0);
+  // Someone else's mapping lands in part of the hole; the pager must never write it.
+  void* other = ::mmap(base + 2 * kChunk, 2 * kChunk, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_NE(other, MAP_FAILED);
+  std::memset(other, 0xAB, 2 * kChunk);
+  std::vector<uint64_t> fills_before(kChunks);
+  for (ChunkId c = 0; c < kChunks; ++c) fills_before[c] = rig.pager->fills_of(c);
+
+  // Serve the rest, twice around, forcing evictions and refills next to the holes.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (ChunkId c : {0u, 1u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 15u}) ASSERT_EQ(rig.read_chunk(c), 0u) << c;
+    rig.pager->enter(9);
+    EXPECT_EQ(verify_pattern(base + 9 * kChunk, 9 * kChunk, kChunk / 2, kSeed).bad_words, 0u);
+    rig.pager->leave(9);
+  }
+  const PagerStats st = rig.pager->stats();
+  EXPECT_EQ(st.unmapped_chunks, 4u);
+  EXPECT_GE(st.unmap_events, 2u);
+  for (ChunkId c = 2; c <= 5; ++c) {
+    EXPECT_EQ(rig.pager->fills_of(c), fills_before[c]) << "chunk " << c << " was filled after its unmap";
+    EXPECT_FALSE(rig.pager->resident(c));
+  }
+  for (size_t i = 0; i < 2 * kChunk; ++i)
+    ASSERT_EQ(static_cast<unsigned char*>(other)[i], 0xAB) << "byte " << i << " of the foreign mapping changed";
+  EXPECT_LE(st.max_resident_chunks, 6u);
+  rig.expect_books_match_kernel();
+  rig.pager->shutdown();
+  ::munmap(other, 2 * kChunk);
+}
+
+namespace {
+
+// In a forked child: restore the default SIGSEGV action (sanitizers install handlers),
+// touch `p`; the parent learns how the child ended.
+int child_touch(const std::byte* p) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    ::sigaction(SIGSEGV, &sa, nullptr);
+    ::sigaction(SIGBUS, &sa, nullptr);
+    const volatile uint64_t v = *reinterpret_cast<const volatile uint64_t*>(p);
+    ::_exit(v == 0 ? 3 : 4);  // 3: read a zero page (the failure this guards against)
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+// T7: shutdown with faults outstanding: threads blocked in faults are served by the
+// drain; afterwards any access dies with SIGSEGV and never reads zeros.
+TEST(TSuite, T7_ShutdownWithFaultsOutstanding) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 8;
+  Rig rig(kChunks * kChunk, kChunks, PolicyKind::Declared);
+  rig.pager->pause(true);  // faults queue up unserved
+  std::atomic<uint64_t> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 6; ++t) {
+    ts.emplace_back([&, t] {
+      const ChunkId c = static_cast<ChunkId>(t % 4);  // two threads share chunks 0 and 1
+      rig.pager->enter(c);
+      const uint64_t off = c * kChunk + static_cast<uint64_t>(t) * kPage;
+      bad += verify_pattern(rig.pager->base() + off, off, kPage, kSeed).bad_words;
+      rig.pager->leave(c);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (rig.pager->stats().faults_handled < 6 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(rig.pager->stats().faults_handled, 6u) << "threads did not block in faults";
+  EXPECT_EQ(rig.pager->stats().demand_fills, 0u);
+  rig.pager->shutdown([&] {
+    for (auto& t : ts) t.join();
+  });
+  EXPECT_EQ(bad.load(), 0u);
+  const PagerStats st = rig.pager->stats();
+  EXPECT_EQ(st.demand_fills, 4u);
+  EXPECT_EQ(st.spurious_faults, 2u);
+  EXPECT_EQ(rig.pager->reconcile_now(), 0u) << rig.pager->first_mismatch();
+  EXPECT_EQ(st.reconcile_mismatches, 0u);
+  EXPECT_FALSE(rig.pager->failed()) << rig.pager->error();
+
+  // A resident chunk and a never-filled chunk: both must fault after shutdown.
+  for (ChunkId c : {0u, 6u}) {
+    const int status = child_touch(rig.pager->base() + c * kChunk);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+        << "chunk " << c << ": child " << (WIFEXITED(status) ? "exited " + std::to_string(WEXITSTATUS(status))
+                                                              : "signal " + std::to_string(WTERMSIG(status)));
+  }
+}
+
+// The watchdog: a fault that cannot be served (every resident chunk held) fails the pager
+// with the evidence instead of hanging; once the holder leaves, the fault is served.
+TEST(TSuite, Watchdog_NamesEvidenceInsteadOfHanging) {
+  SKIP_WITHOUT_UFFD();
+  Rig rig(4 * kChunk, 1, PolicyKind::Declared, SourceEngine::Direct, 0, 0.3);
+  std::atomic<bool> failed_cb{false};
+  rig.pager->set_failure_callback([&] { failed_cb = true; });
+  rig.pager->enter(0);
+  ASSERT_EQ(verify_pattern(rig.pager->base(), 0, kChunk, kSeed).bad_words, 0u);
+  std::atomic<uint64_t> bad{~0ULL};
+  std::thread blocked([&] { bad = rig.read_chunk(1); });
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!rig.pager->failed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(rig.pager->failed());
+  EXPECT_TRUE(failed_cb.load());
+  const std::string err = rig.pager->error();
+  EXPECT_NE(err.find("watchdog"), std::string::npos) << err;
+  EXPECT_NE(err.find("resident=[0]"), std::string::npos) << err;
+  EXPECT_NE(err.find("consumers={0:1,1:1}"), std::string::npos) << err;
+  rig.pager->leave(0);  // the holder lets go: the blocked fault is served after all
+  blocked.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(rig.pager->stats().reconcile_mismatches, 0u);
+  rig.pager->shutdown();
+}
+
+// Prefetch fills the next declared chunks without faults; the budget still holds.
+TEST(TSuite, Prefetch_FillsAheadWithinBudget) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 10;
+  Rig rig(kChunks * kChunk, 4, PolicyKind::Prefetch, SourceEngine::Direct, 2);
+  uint64_t hits_after_prefetch = 0;
+  for (uint64_t s = 0; s < 3 * kChunks; ++s) {
+    const ChunkId c = static_cast<ChunkId>(s % kChunks);
+    // Give the pager time to act on the previous signal, as a compute phase would.
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (s > 0 && !rig.pager->resident(c) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(100us);
+    ASSERT_EQ(rig.read_chunk(c), 0u);
+    hits_after_prefetch += !rig.pager->demand_filled_in(c, s);
+    rig.pager->step_boundary(s, s + 1);
+  }
+  const PagerStats st = rig.pager->stats();
+  EXPECT_GT(st.prefetch_fills, 0u);
+  EXPECT_GT(st.prefetch_used, 0u);
+  EXPECT_GE(hits_after_prefetch, 2u * kChunks);
+  EXPECT_LE(st.max_resident_chunks, 4u);
+  rig.expect_books_match_kernel();
+  rig.pager->shutdown();
+}
+
+namespace {
+
+// A Source that can be told to hang inside a read, as storage that stopped answering.
+class StallingSource final : public Source {
+ public:
+  StallingSource(std::unique_ptr<Source> inner, std::atomic<bool>& stall) : inner_(std::move(inner)), stall_(stall) {}
+  SourceEngine engine() const override { return inner_->engine(); }
+  uint64_t file_size() const override { return inner_->file_size(); }
+  size_t window_count() const override { return inner_->window_count(); }
+  size_t window_capacity() const override { return inner_->window_capacity(); }
+  size_t window_bytes() const override { return inner_->window_bytes(); }
+  uint32_t alignment() const override { return inner_->alignment(); }
+  bool submit(const Extent& e, uint64_t tag) override {
+    while (stall_.load()) std::this_thread::sleep_for(1ms);
+    return inner_->submit(e, tag);
+  }
+  std::optional<Completion> reap(bool wait) override { return inner_->reap(wait); }
+  void release(const Completion& c) override { inner_->release(c); }
+  void drain() override { inner_->drain(); }
+  int free_window() const override { return inner_->free_window(); }
+  size_t windows_free() const override { return inner_->windows_free(); }
+  SourceStats stats() const override { return inner_->stats(); }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  std::atomic<bool>& stall_;
+};
+
+}  // namespace
+
+// The watchdog also covers a fill stuck in storage (the pager thread cannot watch itself
+// while it waits in a read): check_stall() from another thread fails the pager.
+TEST(TSuite, Watchdog_StalledSource) {
+  SKIP_WITHOUT_UFFD();
+  test::TempDir dir;
+  const std::string path = dir.file("region.bin");
+  test::write_pattern_file(path, 4 * kChunk, kSeed);
+  std::atomic<bool> stall{true};
+  PagerConfig cfg;
+  cfg.chunk_size = kChunk;
+  cfg.budget_chunks = 4;
+  cfg.eager_reconcile = true;
+  cfg.watchdog_s = 0.2;
+  cfg.huge = kHugeMode;
+  Pager pager(std::make_unique<StallingSource>(open_source(SourceEngine::Direct, path, kChunk), stall),
+              make_policy(PolicyKind::Declared, 4), cfg);
+  pager.start();
+  std::atomic<uint64_t> bad{~0ULL};
+  std::thread reader([&] {
+    pager.enter(2);
+    bad = verify_pattern(pager.base() + 2 * kChunk, 2 * kChunk, kChunk, kSeed).bad_words;
+    pager.leave(2);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!pager.failed() && std::chrono::steady_clock::now() < deadline) {
+    pager.check_stall();
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(pager.failed());
+  EXPECT_NE(pager.error().find("fill of chunk 2"), std::string::npos) << pager.error();
+  EXPECT_NE(pager.error().find("consumers={2:1}"), std::string::npos) << pager.error();
+  stall = false;  // storage answers again: the fill completes and the reader is served
+  reader.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(pager.stats().reconcile_mismatches, 0u);
+  pager.shutdown();
+}
+
+// A rejected read (the file shrank under the pager) fails the pager with the reason and
+// is never published. The faulting thread stays blocked (never reads garbage or zeros),
+// so this runs in a forked child that exits without joining it.
+TEST(TSuite, RejectedReadFailsThePager) {
+  SKIP_WITHOUT_UFFD();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 0;
+    {
+      Rig rig(8 * kChunk, 8, PolicyKind::Declared);
+      if (::truncate(rig.path.c_str(), 4 * kChunk) != 0) ::_exit(10);
+      if (rig.read_chunk(1) != 0) ::_exit(11);  // still inside the file: fine
+      std::thread([&] { rig.read_chunk(6); }).detach();
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (!rig.pager->failed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+      if (!rig.pager->failed()) code = 12;
+      else if (rig.pager->error().find("short read") == std::string::npos) code = 13;
+      else if (rig.pager->resident(6)) code = 14;
+      else if (rig.pager->stats().reconcile_mismatches != 0) code = 15;
+      std::fprintf(stderr, "child: %s\n", rig.pager->error().c_str());
+      std::error_code ec;
+      std::filesystem::remove_all(rig.dir.path(), ec);  // _exit skips destructors
+      ::_exit(code);
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died with signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Oversize steps: a step whose chunks exceed the budget runs without consumers; the pager
+// pins, per faulting thread, its last two chunks. Two threads each walk their half of the
+// step forward, alternating between two neighbouring chunks the way a matrix-product tile
+// straddling a chunk boundary does: every byte is exact, no chunk is refilled within the
+// step (the pins hold each thread's pair), the budget holds, and the pins go at the step
+// change. At the hard minimum of the progress argument (2 pins x 2 threads + 1) it finishes.
+TEST(TSuite, Oversize_PerThreadPinsWalkAStepLargerThanTheBudget) {
+  SKIP_WITHOUT_UFFD();
+  constexpr uint32_t kChunks = 24;
+  for (uint64_t budget : {6u, 5u}) {
+    test::TempDir dir;
+    const std::string path = dir.file("region.bin");
+    test::write_pattern_file(path, kChunks * kChunk, kSeed);
+    std::vector<ChunkId> all(kChunks);
+    for (ChunkId c = 0; c < kChunks; ++c) all[c] = c;
+    PagerConfig cfg;
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = budget;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = 20;
+    cfg.step_chunks = {all, {0}};
+    cfg.max_pins = 2;
+    cfg.huge = kHugeMode;
+    Trace trace(4096);
+    Pager pager(open_source(SourceEngine::Direct, path, kChunk),
+                make_sequence_policy(PolicyKind::Declared, kChunks, cfg.step_chunks), cfg, &trace);
+    pager.start();
+    pager.step_boundary(std::nullopt, 0, true);
+    std::atomic<uint64_t> bad{0};
+    auto walk = [&](ChunkId from, ChunkId to) {
+      for (ChunkId c = from; c + 1 < to; ++c)
+        for (int k = 0; k < 8; ++k)
+          for (ChunkId x : {c, static_cast<ChunkId>(c + 1)}) {
+            const uint64_t off = x * kChunk + static_cast<uint64_t>(k) * kPage;
+            bad += verify_pattern(pager.base() + off, off, kPage, kSeed).bad_words;
+          }
+    };
+    std::thread a(walk, 0, kChunks / 2), b(walk, kChunks / 2, kChunks);
+    a.join();
+    b.join();
+    EXPECT_EQ(bad.load(), 0u);
+    const PagerStats st = pager.stats();
+    EXPECT_FALSE(pager.failed()) << pager.error();
+    EXPECT_EQ(st.oversize_steps, 1u);
+    EXPECT_EQ(st.in_step_refills, 0u) << "budget " << budget;
+    EXPECT_EQ(st.demand_fills, kChunks);
+    EXPECT_LE(st.max_resident_chunks, budget);
+    EXPECT_LE(st.max_pins, 4u);
+    EXPECT_FALSE(pager.pinned_set().empty());
+    pager.step_boundary(0, 1, false);  // the step is consumed: the pins go
+    EXPECT_TRUE(pager.pinned_set().empty());
+    EXPECT_EQ(pager.reconcile_now(), 0u) << pager.first_mismatch();
+    EXPECT_EQ(st.reconcile_mismatches, 0u) << pager.first_mismatch();
+    pager.shutdown();
+  }
+}
+
+// Huge chunks (2 MiB chunks): `move` publishes whole chunks with UFFDIO_MOVE from the window
+// (the tail chunk, shorter, is copied), `collapse` copies then MADV_COLLAPSEs. Either way the
+// bytes are exact, the books agree with mincore after every fill and eviction (a huge page
+// is present or absent as a whole), an eviction frees the whole chunk (no huge page of the
+// region survives beyond the resident chunks) and the budget holds.
+class TSuiteHuge : public ::testing::TestWithParam<HugeChunks> {};
+
+TEST_P(TSuiteHuge, HugeChunksAreExactAccountedAndEvictedWhole) {
+  SKIP_WITHOUT_UFFD();
+  constexpr uint64_t kHuge = 2u << 20;
+  constexpr uint32_t kChunks = 7;
+  constexpr uint64_t kBudget = 3;
+  const uint64_t bytes = (kChunks - 1) * kHuge + 5 * kPage;  // a short tail chunk
+  for (SourceEngine engine : {SourceEngine::Direct, SourceEngine::Buffered}) {
+    test::TempDir dir;
+    const std::string path = dir.file("region.bin");
+    test::write_pattern_file(path, bytes, kSeed);
+    PagerConfig cfg;
+    cfg.chunk_size = kHuge;
+    cfg.budget_chunks = kBudget;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = 20;
+    cfg.huge = GetParam();
+    Trace trace(4096);
+    std::unique_ptr<Pager> pager;
+    try {
+      pager = std::make_unique<Pager>(open_source(engine, path, kHuge), make_policy(PolicyKind::Lru, kChunks), cfg,
+                                      &trace);
+    } catch (const InputError& e) {
+      GTEST_SKIP() << e.what();
+    }
+    pager->start();
+    uint64_t bad = 0, max_huge = 0;
+    for (int pass = 0; pass < 3; ++pass)
+      for (ChunkId c = 0; c < kChunks; ++c) {
+        pager->enter(c);
+        const uint64_t off = c * kHuge;
+        bad += verify_pattern(pager->base() + off, off, pager->chunk_length(c), kSeed).bad_words;
+        pager->leave(c);
+        const auto hb = pager->region_huge_bytes();
+        ASSERT_TRUE(hb.has_value());
+        max_huge = std::max(max_huge, *hb);
+        EXPECT_LE(*hb, pager->stats().resident_chunks * kHuge) << "a huge page outlived its chunk";
+        EXPECT_EQ(pager->reconcile_now(), 0u) << pager->first_mismatch();
+      }
+    EXPECT_EQ(bad, 0u) << to_string(engine);
+    const PagerStats st = pager->stats();
+    EXPECT_FALSE(pager->failed()) << pager->error();
+    EXPECT_EQ(st.demand_fills, 3u * kChunks);  // LRU on a cyclic scan: every access misses
+    EXPECT_LE(st.max_resident_chunks, kBudget);
+    EXPECT_LE(st.max_present_pages, kBudget * kHuge / kPage);
+    EXPECT_GT(st.reconcile_checks, 0u);
+    EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
+    const uint64_t whole_fills = 3u * (kChunks - 1);  // the tail chunk is never whole
+    if (GetParam() == HugeChunks::Move) {
+      EXPECT_EQ(st.move_fills + st.move_fallbacks, whole_fills) << to_string(engine);
+      EXPECT_GT(st.move_fills, 0u) << "UFFDIO_MOVE never succeeded (first errno " << st.move_first_errno << ")";
+    } else {
+      EXPECT_EQ(st.collapses + st.collapse_failures, whole_fills) << to_string(engine);
+      EXPECT_GT(st.collapses, 0u) << "MADV_COLLAPSE never succeeded (first errno " << st.collapse_first_errno << ")";
+    }
+    // Evidence that the chunks really were huge pages (when the kernel had any to give).
+    std::printf("%s/%s: region huge bytes at most %llu\n", to_string(GetParam()), to_string(engine),
+                static_cast<unsigned long long>(max_huge));
+    pager->shutdown();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TSuiteHuge, ::testing::Values(HugeChunks::Move, HugeChunks::Collapse),
+                         [](const ::testing::TestParamInfo<HugeChunks>& p) { return std::string(to_string(p.param)); });
+
+// ---- the Plan inside the pager ------------------------------------------------------------
+
+// Negative control: the pager's rule "never evict a chunk with a live consumer" is the
+// Plan's invariant. Asked to recycle (evict) a chunk a consumer holds, or one a compute
+// thread has pinned in an oversize step, the Plan refuses (consumers-live) and the chunk
+// stays resident, untouched; once the consumer left, the same request recycles it.
+TEST(TSuite, Plan_RefusesToRecycleAChunkWithALiveConsumer) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 8;
+  Rig rig(kChunks * kChunk, kChunks, PolicyKind::Declared);
+  Pager& p = *rig.pager;
+  p.enter(3);
+  ASSERT_EQ(verify_pattern(p.base() + 3 * kChunk, 3 * kChunk, kChunk, kSeed).bad_words, 0u);
+  ASSERT_TRUE(p.resident(3));
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::InUse);
+  EXPECT_EQ(p.plan().slot_consumers(3), 1u);
+  const uint64_t gen = p.plan().slot_generation(3);
+  EXPECT_EQ(p.try_recycle(3), PlanError::ConsumersLive);
+  EXPECT_TRUE(p.resident(3));
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::InUse);
+  EXPECT_EQ(p.plan().slot_generation(3), gen);
+  EXPECT_EQ(verify_pattern(p.base() + 3 * kChunk, 3 * kChunk, kChunk, kSeed).bad_words, 0u);
+  EXPECT_EQ(p.fills_of(3), 1u);  // never refilled: it was never discarded
+  p.leave(3);
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::Recyclable);
+  EXPECT_EQ(p.try_recycle(3), PlanError::None);
+  EXPECT_FALSE(p.resident(3));
+  EXPECT_EQ(p.plan().slot_phase(3), SlotPhase::Vacant);
+  // A pin (oversize step: no consumers, the faulting thread pins its chunk) is a consumer too.
+  p.step_boundary(std::nullopt, 1, true);
+  std::thread([&] { EXPECT_EQ(verify_pattern(p.base() + 5 * kChunk, 5 * kChunk, kPage, kSeed).bad_words, 0u); }).join();
+  ASSERT_EQ(p.pinned_set(), std::vector<ChunkId>{5});
+  EXPECT_EQ(p.try_recycle(5), PlanError::ConsumersLive);
+  EXPECT_TRUE(p.resident(5));
+  p.step_boundary(1, 2, false);  // the pins go
+  EXPECT_EQ(p.try_recycle(5), PlanError::None);
+  const PagerStats st = p.stats();
+  EXPECT_EQ(st.plan_recycle_refusals, 2u);
+  EXPECT_EQ(p.plan().counters().recycle_refusals, 2u);
+  EXPECT_EQ(p.plan().counters().errors[static_cast<size_t>(PlanError::ConsumersLive)], 2u);
+  rig.expect_books_match_kernel();
+  p.shutdown();
+  ASSERT_TRUE(p.plan_shutdown().has_value());
+  EXPECT_EQ(*p.plan_shutdown(), PlanError::None);
+}
+
+namespace {
+
+// Object steps of three chunks each: {0,1,2}, {3,4,5}, ...
+std::vector<std::vector<ChunkId>> triples(ChunkId chunks) {
+  std::vector<std::vector<ChunkId>> s;
+  for (ChunkId c = 0; c < chunks; c += 3) {
+    s.push_back({});
+    for (ChunkId k = c; k < std::min<ChunkId>(c + 3, chunks); ++k) s.back().push_back(k);
+  }
+  return s;
+}
+
+// F's pager: the declared policy over steps of three chunks, eight chunks of budget, the
+// uring source with four windows, read-ahead on, eager reconcile.
+struct UringRig {
+  test::TempDir dir;
+  std::string path = dir.file("region.bin");
+  PagerConfig cfg;
+  Trace trace{1 << 14};
+  std::unique_ptr<Pager> pager;
+  explicit UringRig(ChunkId chunks, PagerFault fault = PagerFault::None) {
+    test::write_pattern_file(path, chunks * kChunk, kSeed);
+    cfg.chunk_size = kChunk;
+    cfg.budget_chunks = 8;
+    cfg.eager_reconcile = true;
+    cfg.watchdog_s = 20;
+    cfg.step_chunks = triples(chunks);
+    cfg.readahead = true;
+    cfg.fault = fault;
+    cfg.huge = kHugeMode;
+    SourceOptions so;
+    so.windows = 4;
+    so.depth = 4;
+    pager = std::make_unique<Pager>(open_source(SourceEngine::Uring, path, kChunk, so),
+                                    make_sequence_policy(PolicyKind::Declared, chunks, cfg.step_chunks), cfg, &trace);
+  }
+};
+
+}  // namespace
+
+// F: the uring source reads step s+1's chunks ahead while step s runs, as one bundle that
+// waits in its windows and is published when step s+1 begins. Every byte is exact, the
+// budget holds, and at the close every window is FREE and no ticket is outstanding.
+TEST(TSuite, Uring_ReadAheadBundlesAreExactAndCloseBalanced) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 24;
+  UringRig rig(kChunks);
+  auto& pager = rig.pager;
+  const PagerConfig& cfg = rig.cfg;
+  const uint64_t S = cfg.step_chunks.size(), steps = 3 * S;
+  pager->set_step(0);
+  pager->set_readahead_horizon(steps - 1);
+  pager->start();
+  uint64_t bad = 0;
+  for (uint64_t g = 0; g < steps; ++g) {
+    const auto& cs = cfg.step_chunks[g % S];
+    for (ChunkId c : cs) pager->enter(c);
+    if (g > 0) pager->step_boundary(g - 1, g);
+    for (ChunkId c : cs) bad += verify_pattern(pager->base() + c * kChunk, c * kChunk, kChunk, kSeed).bad_words;
+    if (g > 0)
+      for (ChunkId c : cfg.step_chunks[(g - 1) % S]) pager->leave(c);
+  }
+  for (ChunkId c : cfg.step_chunks[(steps - 1) % S]) pager->leave(c);
+  pager->step_boundary(steps - 1, steps);
+  EXPECT_EQ(bad, 0u);
+  const PagerStats st = pager->stats();
+  EXPECT_FALSE(pager->failed()) << pager->error();
+  EXPECT_GT(st.readahead_bundles, 0u);
+  EXPECT_GT(st.readahead_fills, 0u);
+  EXPECT_LE(st.max_resident_chunks, 8u);
+  EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
+  EXPECT_EQ(pager->reconcile_now(), 0u) << pager->first_mismatch();
+  pager->shutdown();
+  const PagerSourceReport r = pager->source_report();
+  EXPECT_EQ(r.engine, SourceEngine::Uring);
+  EXPECT_EQ(r.windows, 4u);
+  EXPECT_EQ(r.stats.reads, r.stats.completions);
+  EXPECT_EQ(r.stats.reads, st.demand_fills + st.prefetch_fills);
+  EXPECT_GE(r.stats.peak_inflight, 1u);
+  EXPECT_LE(r.stats.peak_inflight, 4u);
+  EXPECT_EQ(r.windows_free_at_close, 4u);
+  EXPECT_EQ(r.plan_windows_free_at_close, 4u);
+  EXPECT_EQ(r.tickets_outstanding_at_close, 0u);
+  EXPECT_EQ(r.cancellations, 0u);
+  EXPECT_EQ(r.stats.rejections, 0u);
+  ASSERT_TRUE(pager->plan_shutdown().has_value());
+  EXPECT_EQ(*pager->plan_shutdown(), PlanError::None);
+  const PlanCounters pc = pager->plan().counters();
+  EXPECT_EQ(pc.reconcile_violations, 0u) << pager->plan().first_violation();
+  EXPECT_GT(pc.reconcile_checks, 0u);
+  EXPECT_EQ(pc.tickets_issued, pc.tickets_retired);
+  EXPECT_EQ(pc.consumer_acquires, pc.consumer_releases);
+  EXPECT_TRUE(pager->plan().balance().balanced());
+}
+
+// A rejected read inside a read-ahead bundle publishes nothing of the bundle: the last read
+// of the first bundle fails (-EIO) after the others were submitted; the pager fails closed,
+// none of the bundle's chunks becomes resident (in the books or in the kernel), and the
+// Plan retires every ticket.
+TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
+  SKIP_WITHOUT_UFFD();
+  UringRig rig(12, PagerFault::BundleExtentFailure);
+  Pager& pager = *rig.pager;
+  const Trace& trace = rig.trace;
+  pager.set_step(0);  // entering step 0 reads step 1's chunks {3, 4, 5} ahead
+  pager.start();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!pager.failed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
+  ASSERT_TRUE(pager.failed());
+  const std::string err = pager.error();
+  EXPECT_NE(err.find("rejected read-failed completion for chunk 5"), std::string::npos) << err;
+  EXPECT_NE(err.find("nothing of its bundle (3 chunk(s): 3 4 5) was published"), std::string::npos) << err;
+  const PagerFaultReport f = pager.fault_report();
+  EXPECT_TRUE(f.fired);
+  EXPECT_EQ(f.read, 2u);
+  EXPECT_EQ(f.bundle, (std::vector<ChunkId>{3, 4, 5}));
+  EXPECT_EQ(f.bundle_chunks_published, 0u);
+  EXPECT_EQ(f.rejection, PlanError::ReadFailed);
+  pager.shutdown();
+  for (ChunkId c : {3u, 4u, 5u}) EXPECT_FALSE(pager.resident(c)) << c;
+  std::vector<unsigned char> v(3 * kChunk / kPage);
+  ASSERT_EQ(::mincore(const_cast<std::byte*>(pager.base()) + 3 * kChunk, 3 * kChunk, v.data()), 0);
+  for (unsigned char b : v) EXPECT_EQ(b & 1, 0) << "a page of the failed bundle is in the region";
+  for (const auto& r : trace.sorted()) EXPECT_NE(r.kind, static_cast<uint8_t>(TraceKind::PrefetchFill)) << r.chunk;
+  const PlanCounters pc = pager.plan().counters();
+  EXPECT_EQ(pc.bundles_published, 0u);
+  EXPECT_EQ(pc.objects_published, 0u);
+  EXPECT_EQ(pc.bundles_failed, 1u);
+  EXPECT_EQ(pc.tickets_issued, pc.tickets_retired);
+  const PagerSourceReport r = pager.source_report();
+  EXPECT_EQ(r.stats.reads, r.stats.completions);
+  EXPECT_EQ(r.windows_free_at_close, 4u);
+  EXPECT_EQ(r.tickets_outstanding_at_close, 0u);
+}

@@ -1,0 +1,182 @@
+// Policy engines as pure logic: no kernel, no pager. The cache simulation below drives a
+// policy the way the pager does (on_access at access and fill, signal after each step,
+// victims only when the budget is full) over the declared cyclic scan.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "policy/policy.hpp"
+
+using namespace resid;
+
+namespace {
+
+std::vector<ChunkId> cyclic(uint32_t n, uint32_t passes) {
+  std::vector<ChunkId> v;
+  for (uint32_t p = 0; p < passes; ++p)
+    for (uint32_t c = 0; c < n; ++c) v.push_back(c);
+  return v;
+}
+
+// Misses of `policy` on `refs` with capacity k, signal after each step (exact signal).
+uint64_t simulate(Policy& policy, const std::vector<ChunkId>& refs, size_t k,
+                  std::vector<bool>* miss_at = nullptr) {
+  std::vector<ChunkId> resident;
+  uint64_t misses = 0;
+  for (size_t s = 0; s < refs.size(); ++s) {
+    const ChunkId c = refs[s];
+    policy.on_access(c);
+    const bool hit = std::find(resident.begin(), resident.end(), c) != resident.end();
+    if (!hit) {
+      ++misses;
+      if (resident.size() == k) {
+        auto v = policy.choose_victim(resident, [&](ChunkId x) { return x != c; });
+        EXPECT_TRUE(v.has_value());
+        resident.erase(std::find(resident.begin(), resident.end(), *v));
+      }
+      resident.push_back(c);
+      policy.on_access(c);
+    }
+    if (miss_at) miss_at->push_back(!hit);
+    policy.on_signal(s);
+  }
+  return misses;
+}
+
+// Belady's OPT by brute force: on a miss with a full cache, try every possible victim and
+// keep the minimum total misses over the rest of the trace. Exhaustive over all choices,
+// memoized on (position, cache contents as a bitmask) so small cases finish instantly.
+uint64_t belady_brute(const std::vector<ChunkId>& refs, size_t k, size_t pos, uint32_t cache,
+                      std::map<std::pair<size_t, uint32_t>, uint64_t>& memo) {
+  if (pos == refs.size()) return 0;
+  const auto key = std::make_pair(pos, cache);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  const uint32_t bit = 1u << refs[pos];
+  uint64_t best;
+  if (cache & bit) {
+    best = belady_brute(refs, k, pos + 1, cache, memo);
+  } else if (static_cast<size_t>(__builtin_popcount(cache)) < k) {
+    best = 1 + belady_brute(refs, k, pos + 1, cache | bit, memo);
+  } else {
+    best = std::numeric_limits<uint64_t>::max();
+    for (uint32_t v = 0; v < 32; ++v)
+      if (cache & (1u << v))
+        best = std::min(best, 1 + belady_brute(refs, k, pos + 1, (cache & ~(1u << v)) | bit, memo));
+  }
+  memo[key] = best;
+  return best;
+}
+
+uint64_t belady(const std::vector<ChunkId>& refs, size_t k) {
+  std::map<std::pair<size_t, uint32_t>, uint64_t> memo;
+  return belady_brute(refs, k, 0, 0, memo);
+}
+
+}  // namespace
+
+TEST(PolicyLru, CyclicScanMissesEveryAccessAfterWarmup) {
+  for (uint32_t n : {3u, 5u, 8u, 16u}) {
+    for (size_t k = 1; k < n; ++k) {
+      auto p = make_policy(PolicyKind::Lru, n);
+      std::vector<bool> miss;
+      const auto refs = cyclic(n, 4);
+      const uint64_t m = simulate(*p, refs, k, &miss);
+      EXPECT_EQ(m, refs.size()) << "n=" << n << " k=" << k;
+      for (size_t s = n; s < refs.size(); ++s) EXPECT_TRUE(miss[s]) << "step " << s;
+    }
+  }
+}
+
+TEST(PolicyLru, VictimIsLeastRecentlyUsed) {
+  auto p = make_policy(PolicyKind::Lru, 4);
+  for (ChunkId c : {0u, 1u, 2u, 3u}) p->on_access(c);
+  p->on_access(0);
+  std::vector<ChunkId> res = {0, 1, 2, 3};
+  EXPECT_EQ(p->choose_victim(res, [](ChunkId) { return true; }), 1u);
+  EXPECT_EQ(p->choose_victim(res, [](ChunkId c) { return c != 1; }), 2u);
+}
+
+TEST(PolicyDeclared, EqualsBeladyOnCyclicScans) {
+  for (uint32_t n = 2; n <= 10; ++n) {
+    for (size_t k = 1; k <= n; ++k) {
+      for (uint32_t passes : {1u, 2u, 3u, 5u}) {
+        const auto refs = cyclic(n, passes);
+        auto p = make_policy(PolicyKind::Declared, n);
+        const uint64_t d = simulate(*p, refs, k);
+        const uint64_t opt = belady(refs, k);
+        EXPECT_EQ(d, opt) << "n=" << n << " k=" << k << " passes=" << passes;
+      }
+    }
+  }
+}
+
+TEST(PolicyDeclared, NextUseDistances) {
+  auto p = make_policy(PolicyKind::Declared, 5);
+  // Before any signal the next step is 0.
+  EXPECT_EQ(p->next_use(0), 0u);
+  EXPECT_EQ(p->next_use(4), 4u);
+  p->on_signal(2);  // chunk 2 consumed; next step 3
+  EXPECT_EQ(p->next_use(3), 0u);
+  EXPECT_EQ(p->next_use(2), 4u);  // just consumed: N steps after its consumption = N-1 from next
+  EXPECT_EQ(p->next_use(0), 2u);
+  p->on_signal(1);  // stale signal must not rewind
+  EXPECT_EQ(p->cursor(), std::optional<uint64_t>(2));
+  std::vector<ChunkId> res = {0, 2, 3};
+  EXPECT_EQ(p->choose_victim(res, [](ChunkId) { return true; }), 2u);
+  EXPECT_EQ(p->choose_victim(res, [](ChunkId c) { return c != 2; }), 0u);
+}
+
+TEST(PolicyPrefetch, CandidatesFollowTheCursor) {
+  auto p = make_policy(PolicyKind::Prefetch, 6);
+  EXPECT_EQ(p->prefetch_candidates(kNoCursor, 2), (std::vector<ChunkId>{0, 1}));
+  EXPECT_EQ(p->prefetch_candidates(3, 2), (std::vector<ChunkId>{4, 5}));
+  EXPECT_EQ(p->prefetch_candidates(5, 3), (std::vector<ChunkId>{0, 1, 2}));
+  EXPECT_EQ(p->prefetch_candidates(11, 2), (std::vector<ChunkId>{0, 1}));  // wraps across passes
+  EXPECT_EQ(p->prefetch_candidates(0, 10).size(), 6u);                     // never more than N
+  // The declared engine has the same victims but no candidates.
+  EXPECT_TRUE(make_policy(PolicyKind::Declared, 6)->prefetch_candidates(0, 2).empty());
+  EXPECT_TRUE(make_policy(PolicyKind::Lru, 6)->prefetch_candidates(0, 2).empty());
+}
+
+TEST(PolicyPrefetch, VictimsAreFartherThanCandidates) {
+  auto p = make_policy(PolicyKind::Prefetch, 8);
+  p->on_signal(3);  // next step 4
+  const auto cand = p->prefetch_candidates(3, 2);
+  ASSERT_EQ(cand, (std::vector<ChunkId>{4, 5}));
+  std::vector<ChunkId> res = {3, 4, 6};
+  auto v = p->choose_victim(res, [](ChunkId) { return true; });
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, 3u);
+  EXPECT_GT(p->next_use(*v), p->next_use(cand[1]));
+}
+
+TEST(PolicyZero, EvictsAnythingEvictableAndEagerly) {
+  auto p = make_policy(PolicyKind::Zero, 8);
+  EXPECT_TRUE(p->evict_eagerly());
+  std::vector<ChunkId> res = {5, 2, 7};
+  EXPECT_EQ(p->choose_victim(res, [](ChunkId) { return true; }), 2u);
+  EXPECT_FALSE(p->choose_victim(res, [](ChunkId) { return false; }).has_value());
+  EXPECT_FALSE(make_policy(PolicyKind::Declared, 8)->evict_eagerly());
+}
+
+TEST(PolicyAll, VictimsNeverIncludeHeldChunks) {
+  for (PolicyKind k : {PolicyKind::Lru, PolicyKind::Declared, PolicyKind::Prefetch, PolicyKind::Zero}) {
+    auto p = make_policy(k, 10);
+    for (ChunkId c = 0; c < 10; ++c) p->on_access(c);
+    p->on_signal(4);
+    std::vector<ChunkId> res = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    std::set<ChunkId> held = {0, 3, 4, 9};
+    auto evictable = [&](ChunkId c) { return !held.count(c); };
+    for (int round = 0; round < 6; ++round) {
+      auto v = p->choose_victim(res, evictable);
+      ASSERT_TRUE(v) << to_string(k);
+      EXPECT_FALSE(held.count(*v)) << to_string(k) << " chose held chunk " << *v;
+      res.erase(std::find(res.begin(), res.end(), *v));
+    }
+    EXPECT_FALSE(p->choose_victim(res, evictable).has_value()) << to_string(k);
+  }
+}
