@@ -47,7 +47,7 @@ rule gather_matched_source:
         "results/matched_source.parquet",
     params:
         dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
-        oracle=lambda w, input: str(Path(input.runs[0]).parent),  # MS_SEQUENCE starts with the oracle
+        oracle=lambda w, input: str(Path(input.runs[0]).parent),  # MS_CELLS starts with the oracle
     log:
         f"{LOGS}/gather-matched-source.log",
     conda:

@@ -15,10 +15,10 @@ rule matched_source_cell:
     output:
         f"{MS_RUNS}/{{cell}}/harness.json",
     wildcard_constraints:
-        cell="oracle|P|pair[0-9]+/[DF]",
+        cell=MS_CELL_PATTERN,
     params:
         dir=lambda w, output: run_dir(output),
-        limit=lambda w, input: "" if w.cell == "oracle" else
+        limit=lambda w, input: "" if w.cell == arms.ORACLE else
         f"--budget-bytes {ms_host_budget(input.inventory)} --overhead {input.overhead}",
         gen=lambda w, input: ms_generate_args(w.cell, input.model, ms_pager_budget(w.cell, input.inventory)),
         prompt=PM["prompt"],

@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 MODELS = config["models"]
-MODELS_DIR = "results/models"
-SMOLLM2_NAME = Path(MODELS["smollm2"]["member"]).stem  # SmolLM2-135M-Instruct.Q4_1
-MODEL_SMOLLM2 = f"{MODELS_DIR}/{SMOLLM2_NAME}.gguf"
-MODEL_SYNTH = {v: f"{MODELS_DIR}/synthetic-{v}.gguf" for v in ("dense", "moe")}
+MODELS_DIR = cells.MODELS_DIR
+MODEL_SMOLLM2 = cells.smollm2_gguf(config)  # results/models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SYNTH = {v: cells.synthetic_gguf(v) for v in cells.SYNTHETIC_VARIANTS}
 USER_MODELS = {m["name"]: m for m in MODELS["user"]}
 if len(USER_MODELS) != len(MODELS["user"]):
     sys.exit("config error: models.user: two entries share a name")
@@ -24,8 +23,8 @@ if len(USER_MODELS) != len(MODELS["user"]):
 
 # exactly the configured names (a regex that matches nothing when there are none)
 USER_NAME_RE = "|".join(re.escape(n) for n in USER_MODELS) or "(?!)"
-USER_IDENTITY = {n: f"{MODELS_DIR}/user/{n}.json" for n in USER_MODELS}
-USER_INVENTORY = {n: f"{MODELS_DIR}/user/{n}.inventory.json" for n in USER_MODELS}
+USER_IDENTITY = {n: cells.user_identity(n) for n in USER_MODELS}
+USER_INVENTORY = {n: cells.user_inventory(n) for n in USER_MODELS}
 LLM_MODEL_FILES = [MODEL_SMOLLM2, *MODEL_SYNTH.values()]
 LLM_MODEL_OUTPUTS = (
     [p for g in LLM_MODEL_FILES for p in (g, model_identity(g), model_inventory(g))]
@@ -61,7 +60,7 @@ rule model_synthetic:
         gguf=f"{MODELS_DIR}/synthetic-{{variant}}.gguf",
         identity=f"{MODELS_DIR}/synthetic-{{variant}}.json",
     wildcard_constraints:
-        variant="dense|moe",
+        variant="|".join(cells.SYNTHETIC_VARIANTS),
     params:
         spec=json.dumps(MODELS["synthetic"], sort_keys=True, separators=(",", ":")),
     log:

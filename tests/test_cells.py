@@ -1,0 +1,149 @@
+"""residency.cells: the paths, flags, --meta values and config digests the rules hand to
+the harness and residctl. The pinned strings were produced by workflow/rules/common.smk
+before its logic moved to residency.cells, so a change to any of them is a change to what
+the runs are asked to do (and to their config digests): make it on purpose."""
+
+import copy
+import json
+
+import pytest
+
+from residency import arms, cells, config
+
+from conftest import ROOT
+
+PS_DIGEST = "d3d9146823d2cefbbb3ff00713a7998ab261413911b496262ac9ff238b10c7f5"
+PM_DIGEST = "cd90853244acf6e8a3c73f03f17992bbd997c01c13b9bcfdfe3f4553bd739f9e"
+REGION = "results/regions/synthetic-134217728-s1.bin"
+GENERATE = "--model m.gguf --arm {arm} --chunk-size 2097152 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
+SCAN = (f"--region {REGION} --seed 1 --arm {{arm}} --chunk-size 2097152 --passes 3 --threads {{t}} "
+        "--compute-us {c} --signal {s} --watchdog-s 60")
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.load(ROOT / "config" / "config.yaml")
+
+
+@pytest.fixture
+def inventory(tmp_path):
+    p = tmp_path / "m.inventory.json"
+    p.write_text(json.dumps({"tensor_bytes": 91234567}))
+    return p
+
+
+def test_default_digests_and_paths(cfg):
+    assert cells.ps_digest(cfg) == PS_DIGEST and cells.pm_digest(cfg) == PM_DIGEST
+    assert cells.residctl(cfg) == ".build/engine/residctl"
+    assert (cells.region(cfg), cells.region_identity(cfg)) == (REGION, REGION + ".json")
+    assert cells.pm_model(cfg) == ("results/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                                   "results/models/SmolLM2-135M-Instruct.Q4_1.json",
+                                   "results/models/SmolLM2-135M-Instruct.Q4_1.inventory.json")
+    assert cells.run_dir(["a/b/harness.json"]) == "a/b"
+
+
+def test_default_cells(cfg):
+    main, stress, pm = cells.main_cells(cfg), cells.stress_cells(cfg), cells.pm_cells(cfg)
+    assert (len(main), len(stress), len(pm)) == (60, 72, 60)
+    assert main[0] == "results/runs/pager_synthetic/main/kernel-mmap/r0.25/rep1/harness.json"
+    assert main[-1] == "results/runs/pager_synthetic/main/pager-prefetch/r0.75/rep3/harness.json"
+    assert stress[-1] == "results/runs/pager_synthetic/stress/pager-declared/thread0-started/t4-c200/rep3/harness.json"
+    assert pm[-1] == "results/runs/pager_model/smollm2/pager-prefetch/r0.75/rep3/harness.json"
+    assert cells.pm_baselines(cfg)[-1] == "results/runs/pager_model/smollm2/baseline/rep3/harness.json"
+    assert cells.calibration_arms(cfg) == ["kernel-mmap", "pager-declared", "pager-lru", "pager-prefetch"]
+    runs = cells.calibration_runs(cfg, "2")
+    assert len(runs) == 12 and runs[3] == "results/runs/pager_synthetic/calibrate/pager-declared/t2/rep1/harness.json"
+    runs = cells.pm_calibration_runs(cfg)
+    assert len(runs) == 12 and runs[3] == "results/runs/pager_model/smollm2/calibrate/pager-lru/rep1/harness.json"
+
+
+def test_default_scan_flags(cfg):
+    assert cells.scan_args(cfg, "pager-lru", 0.25, 1, 0, "all-threads-finished") == (
+        SCAN.format(arm="pager-lru", t=1, c=0, s="all-threads-finished")
+        + " --budget-bytes 33554432 --source direct --prefetch-depth 2")
+    assert cells.scan_args(cfg, "pager-lru", 0.5, "4", "200", "thread0-started") == (
+        SCAN.format(arm="pager-lru", t=4, c=200, s="thread0-started")
+        + " --budget-bytes 67108864 --source direct --prefetch-depth 2")
+    # arm A runs on plain mmap: no pager flags
+    assert cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished") == SCAN.format(
+        arm="kernel-mmap", t=1, c=0, s="all-threads-finished")
+    assert cells.harness_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", threads=1, compute_us=0,
+                              signal="all-threads-finished") == (
+        "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta threads=1 --meta compute_us=0"
+        f" --meta signal=all-threads-finished --meta config_digest={PS_DIGEST}")
+
+
+def test_default_generate_flags(cfg, inventory):
+    assert cells.pm_t_repr(inventory) == 91234567 and cells.pm_budget(inventory, 0.375) == 34212962
+    assert cells.generate_args(cfg, "m.gguf", "pager-prefetch", cells.pm_budget(inventory, 0.375)) == (
+        GENERATE.format(arm="pager-prefetch")
+        + " --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move")
+    assert cells.generate_args(cfg, "m.gguf", "kernel-mmap", None) == GENERATE.format(arm="kernel-mmap")
+    assert cells.generate_args(cfg, "m.gguf", "pager-lru", 123, source="buffered").endswith(
+        "--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move")
+    assert cells.pm_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", t_repr_bytes=91234567) == (
+        "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta t_repr_bytes=91234567"
+        f" --meta config_digest={PM_DIGEST}")
+
+
+def test_default_matched_cells(cfg, inventory):
+    seq = cells.ms_sequence(cfg)
+    assert seq[:5] == ["oracle", "P", "pair1/D", "pair1/F", "pair2/D"] and seq[6:8] == ["pair3/F", "pair3/D"]
+    assert cells.ms_cells(cfg)[2] == "results/runs/matched_source/smollm2/pair1/D/harness.json"
+    assert cells.ms_previous(cfg, "pair1/D") == ["results/runs/matched_source/smollm2/P/harness.json"]
+    assert cells.ms_previous(cfg, "oracle") == []
+    assert cells.ms_host_budget(cfg, inventory) == 60297347
+    assert [cells.ms_pager_budget(cfg, c, inventory) for c in ("P", "pair1/D", "pair1/F")] == [45617283, 45617283,
+                                                                                             60297347]
+    common = GENERATE.format(arm="pager-declared")
+    assert cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347) == (
+        common + " --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move --windows 8 --depth 8")
+    assert cells.ms_generate_args(cfg, "oracle", "m.gguf", 45617283) == (
+        common + " --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move")
+    assert cells.ms_meta(cfg, "pair1/F", inventory) == (
+        "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
+        " --meta position=3 --meta r=0.5 --meta rep=1 --meta t_repr_bytes=91234567 --meta reserve_bytes=16777216"
+        f" --meta config_digest={PM_DIGEST}")
+    assert cells.ms_meta(cfg, "P", inventory).startswith(
+        "--meta campaign=matched --meta arm=pager-declared --meta source_arm=P --meta block=0 --meta order="
+        " --meta position=1 ")
+
+
+def test_eager_reconcile_closes_every_pager_flag_list(cfg):
+    c = copy.deepcopy(cfg)
+    c["pager_synthetic"]["eager_reconcile"] = c["pager_model"]["eager_reconcile"] = True
+    assert cells.scan_args(c, "pager-lru", 0.25, 1, 0, "all-threads-finished").endswith(
+        "--prefetch-depth 2 --eager-reconcile")
+    assert cells.scan_args(c, "kernel-mmap", 0.25, 1, 0, "all-threads-finished").endswith(
+        "--watchdog-s 60 --eager-reconcile")
+    assert cells.ms_generate_args(c, "pair1/F", "m.gguf", 1).endswith(
+        "--huge-chunks move --eager-reconcile --windows 8 --depth 8")
+    assert cells.ps_digest(c) != PS_DIGEST and cells.pm_digest(c) != PM_DIGEST
+
+
+def test_other_models(cfg):
+    c = copy.deepcopy(cfg)
+    c["pager_model"]["model"] = "synthetic-moe"
+    assert cells.pm_model(c) == ("results/models/synthetic-moe.gguf", "results/models/synthetic-moe.json",
+                                 "results/models/synthetic-moe.inventory.json")
+    c["pager_model"]["model"] = "user:big"
+    c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
+    assert cells.pm_model(c) == ("/data/big.gguf", "results/models/user/big.json",
+                                 "results/models/user/big.inventory.json")
+    assert cells.pm_name(c) == "big" and cells.ms_runs(c) == "results/runs/matched_source/big"
+
+
+def test_matched_cell_names(cfg):
+    import re
+
+    for cell in cells.ms_sequence(cfg):
+        assert re.fullmatch(cells.MS_CELL_PATTERN, cell)
+    assert cells.ms_cell("pair12/F") == (arms.ASYNC, 12)
+    assert cells.ms_cell("oracle") == (arms.ORACLE, 0) and cells.ms_cell("P") == (arms.BUFFERED, 0)
+    c = copy.deepcopy(cfg)
+    c["matched_source"]["pairs"] = ["F-D", "D-F"]
+    assert cells.ms_sequence(c) == ["oracle", "P", "pair1/F", "pair1/D", "pair2/D", "pair2/F"]
+
+
+def test_ratio_str():
+    assert [cells.ratio_str(r) for r in (0.5, "0.50", 0.375, 1)] == ["0.5", "0.5", "0.375", "1"]

@@ -1,0 +1,294 @@
+"""The campaigns' cells: run paths, budgets, config digests and each cell's residctl flags.
+
+Plain functions of the config dict (config/config.yaml, validated), with no Snakemake in
+them: workflow/rules/common.smk binds them to the loaded config for the rules, and
+tests/test_cells.py pins the strings they make. A rule's paths, flags and --meta values
+all come from here, so what a run was asked to do can be read (and tested) in one file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from . import arms
+from .identity import digest
+
+LOGS = "results/logs"
+RUNS = "results/runs/pager_synthetic"
+PM_RUNS = "results/runs/pager_model"
+MODELS_DIR = "results/models"
+SYNTHETIC_VARIANTS = ("dense", "moe")
+USER_PREFIX = "user:"
+
+# ---- shared -------------------------------------------------------------------------------
+
+
+def residctl(config: dict) -> str:
+    """The engine binary the engine rule builds."""
+    return f"{config['engine']['build_dir']}/residctl"
+
+
+def ratio_str(r) -> str:
+    """A budget ratio as it appears in paths and --meta (0.5, not 0.50)."""
+    return f"{float(r):g}"
+
+
+def run_dir(output) -> str:
+    """The run directory of a cell: where its harness.json (the rule's first output) lives."""
+    return str(Path(output[0]).parent)
+
+
+def meta_flags(config_digest: str, kv: dict) -> str:
+    """--meta flags: the cell's coordinates, then the config digest (recorded in harness.json)."""
+    return " ".join(f"--meta {k}={v}" for k, v in kv.items()) + f" --meta config_digest={config_digest}"
+
+
+def pager_flags(section: dict, arm: str, budget, source: str, extra: list[str]) -> list[str]:
+    """The flags only a pager arm takes (arm A runs on plain mmap), then --eager-reconcile."""
+    out = []
+    if arm != arms.KERNEL_MMAP:
+        out += [f"--budget-bytes {budget}", f"--source {source}", f"--prefetch-depth {section['prefetch_depth']}",
+                *extra]
+    if section["eager_reconcile"]:
+        out.append("--eager-reconcile")
+    return out
+
+
+def model_identity(gguf_path: str) -> str:
+    """The identity record next to a model file made by the model rules."""
+    return gguf_path[: -len(".gguf")] + ".json"
+
+
+def model_inventory(gguf_path: str) -> str:
+    """The tensor inventory next to a model file made by the model rules."""
+    return gguf_path[: -len(".gguf")] + ".inventory.json"
+
+
+def _reps(n: int) -> range:
+    return range(1, n + 1)
+
+
+# ---- the synthetic pager study (reference 000 on a cyclic scan) ---------------------------
+
+
+def ps_digest(config: dict) -> str:
+    """The config digest of the synthetic study's runs: the engine and its own section."""
+    return digest({"engine": config["engine"], "pager_synthetic": config["pager_synthetic"]})
+
+
+def region(config: dict) -> str:
+    ps = config["pager_synthetic"]
+    return f"results/regions/synthetic-{ps['region_bytes']}-s{ps['seed']}.bin"
+
+
+def region_identity(config: dict) -> str:
+    return region(config) + ".json"
+
+
+def budget_bytes(config: dict, r) -> int:
+    """The weight-residency budget r * T_repr (T_repr: the region's size), in whole bytes."""
+    return int(float(r) * config["pager_synthetic"]["region_bytes"])
+
+
+def scan_args(config: dict, arm: str, r, threads, compute_us, signal) -> str:
+    """The residctl scan flags of one cell (the run directory is added by the rule)."""
+    ps = config["pager_synthetic"]
+    args = [
+        f"--region {region(config)}", f"--seed {ps['seed']}", f"--arm {arm}",
+        f"--chunk-size {ps['chunk_bytes']}", f"--passes {ps['passes']}",
+        f"--threads {threads}", f"--compute-us {compute_us}", f"--signal {signal}",
+        f"--watchdog-s {ps['watchdog_s']}",
+    ]
+    return " ".join(args + pager_flags(ps, arm, budget_bytes(config, r), ps["source"], []))
+
+
+def harness_meta(config: dict, **kv) -> str:
+    return meta_flags(ps_digest(config), kv)
+
+
+def calibration_arms(config: dict) -> list[str]:
+    """O is calibrated with every arm of the campaign; each arm's run is charged minus what
+    that arm pays out of its weight budget (the pager's window), and the highest is O."""
+    ps = config["pager_synthetic"]
+    return sorted({*ps["main"]["arms"], *ps["stress"]["arms"]})
+
+
+def calibration_runs(config: dict, threads) -> list[str]:
+    return [f"{RUNS}/calibrate/{arm}/t{threads}/rep{k}/harness.json"
+            for arm in calibration_arms(config) for k in _reps(config["harness"]["overhead_reps"])]
+
+
+def main_cells(config: dict) -> list[str]:
+    m = config["pager_synthetic"]["main"]
+    return [f"{RUNS}/main/{arm}/r{ratio_str(r)}/rep{rep}/harness.json"
+            for arm in m["arms"] for r in m["ratios"] for rep in _reps(m["reps"])]
+
+
+def stress_cells(config: dict) -> list[str]:
+    s = config["pager_synthetic"]["stress"]
+    return [f"{RUNS}/stress/{arm}/{signal}/t{t}-c{c}/rep{rep}/harness.json"
+            for arm in s["arms"] for signal in s["signals"] for t in s["threads"] for c in s["compute_us"]
+            for rep in _reps(s["reps"])]
+
+
+# ---- models -------------------------------------------------------------------------------
+
+
+def smollm2_gguf(config: dict) -> str:
+    """The embedded real model, named after its member in the wheel."""
+    return f"{MODELS_DIR}/{Path(config['models']['smollm2']['member']).stem}.gguf"
+
+
+def synthetic_gguf(variant: str) -> str:
+    return f"{MODELS_DIR}/synthetic-{variant}.gguf"
+
+
+def user_identity(name: str) -> str:
+    return f"{MODELS_DIR}/user/{name}.json"
+
+
+def user_inventory(name: str) -> str:
+    return f"{MODELS_DIR}/user/{name}.inventory.json"
+
+
+# ---- the real-model pager study (reference 000 on llama.cpp) ------------------------------
+
+
+def pm_digest(config: dict) -> str:
+    """The config digest of the real-model runs (the matched campaign's too)."""
+    return digest({"engine": config["engine"], "llama": config["llama"], "pager_model": config["pager_model"]})
+
+
+def pm_name(config: dict) -> str:
+    """The model's name in run paths: smollm2, synthetic-<variant> or the user entry's name."""
+    return config["pager_model"]["model"].replace(USER_PREFIX, "")
+
+
+def pm_model(config: dict) -> tuple[str, str, str]:
+    """(GGUF path, identity record, tensor inventory) of the configured model."""
+    m = config["pager_model"]["model"]
+    if m == "smollm2":
+        g = smollm2_gguf(config)
+    elif m.startswith("synthetic-"):
+        g = synthetic_gguf(m.split("-", 1)[1])
+    else:  # user:<name>, a GGUF of the user's; its records are made under results/models/user
+        n = m[len(USER_PREFIX):]
+        user = {u["name"]: u for u in config["models"]["user"]}[n]
+        return user["path"], user_identity(n), user_inventory(n)
+    return g, model_identity(g), model_inventory(g)
+
+
+def pm_t_repr(inventory_path) -> int:
+    """T_repr: the model's tensor payload bytes, from its inventory."""
+    return int(json.loads(Path(inventory_path).read_text())["tensor_bytes"])
+
+
+def pm_budget(inventory_path, r) -> int:
+    """The weight-residency budget r * T_repr of the model, in whole bytes."""
+    return int(float(r) * pm_t_repr(inventory_path))
+
+
+def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None) -> str:
+    """The residctl generate flags of one cell (run directory added by the rule)."""
+    pm = config["pager_model"]
+    args = [
+        f"--model {model}", f"--arm {arm}", f"--chunk-size {pm['chunk_bytes']}",
+        f"--tokens {pm['tokens']}", f"--threads {pm['threads']}", f"--ctx {pm['ctx']}",
+        f"--watchdog-s {pm['watchdog_s']}",
+    ]
+    huge = [f"--huge-chunks {pm['huge_chunks']}"]
+    return " ".join(args + pager_flags(pm, arm, budget, source or pm["source"], huge))
+
+
+def pm_meta(config: dict, **kv) -> str:
+    return meta_flags(pm_digest(config), kv)
+
+
+def pm_calibration_runs(config: dict) -> list[str]:
+    return [f"{PM_RUNS}/{pm_name(config)}/calibrate/{arm}/rep{k}/harness.json"
+            for arm in config["pager_model"]["arms"] for k in _reps(config["harness"]["overhead_reps"])]
+
+
+def pm_cells(config: dict) -> list[str]:
+    pm = config["pager_model"]
+    return [f"{PM_RUNS}/{pm_name(config)}/{arm}/r{ratio_str(r)}/rep{rep}/harness.json"
+            for arm in pm["arms"] for r in pm["ratios"] for rep in _reps(pm["reps"])]
+
+
+def pm_baselines(config: dict) -> list[str]:
+    """The unconstrained plain-mmap runs; rep 1 is the exactness oracle."""
+    return [f"{PM_RUNS}/{pm_name(config)}/baseline/rep{rep}/harness.json"
+            for rep in _reps(config["pager_model"]["baseline_reps"])]
+
+
+# ---- the matched source campaign (reference 004 §5.3) -------------------------------------
+
+# A cell name: the oracle, P, or pair<k>/<D|F> (k counts the configured pairs from 1).
+MS_CELL_PATTERN = f"{arms.ORACLE}|{arms.BUFFERED}|pair[0-9]+/[{arms.DIRECT}{arms.ASYNC}]"
+_PAIR_CELL = re.compile(rf"pair(\d+)/([{arms.DIRECT}{arms.ASYNC}])")
+
+
+def ms_runs(config: dict) -> str:
+    return f"results/runs/matched_source/{pm_name(config)}"
+
+
+def ms_sequence(config: dict) -> list[str]:
+    """The cells in the order they must run: the oracle, P, then each pair in its given order."""
+    pairs = config["matched_source"]["pairs"]
+    return [arms.ORACLE, arms.BUFFERED] + [f"pair{k}/{arm}" for k, order in enumerate(pairs, 1)
+                                           for arm in order.split("-")]
+
+
+def ms_cells(config: dict) -> list[str]:
+    return [f"{ms_runs(config)}/{cell}/harness.json" for cell in ms_sequence(config)]
+
+
+def ms_previous(config: dict, cell: str) -> list[str]:
+    """The cell that runs just before this one (the order is part of the design)."""
+    i = ms_sequence(config).index(cell)
+    return [ms_cells(config)[i - 1]] if i else []
+
+
+def ms_cell(cell: str) -> tuple[str, int]:
+    """(source arm, block) of a cell name: oracle, P, or pair<k>/<D|F>; block 0 is no pair."""
+    m = _PAIR_CELL.fullmatch(cell)
+    return (m.group(2), int(m.group(1))) if m else (cell, 0)
+
+
+def ms_host_budget(config: dict, inventory) -> int:
+    """The weight side of every matched cell's host limit: r * T_repr plus the windows F holds
+    beyond D's one, so the cache (in chunks) and the host limit are the same in every cell."""
+    ms = config["matched_source"]
+    return pm_budget(inventory, ms["ratio"]) + (ms["windows"] - 1) * config["pager_model"]["chunk_bytes"]
+
+
+def ms_pager_budget(config: dict, cell: str, inventory) -> int:
+    """The pager budget of a cell: it pays the cell's own windows, so F's extra windows are
+    added to it and its cache stays the size of D's and P's."""
+    arm, _ = ms_cell(cell)
+    if arm == arms.ASYNC:
+        return ms_host_budget(config, inventory)
+    return pm_budget(inventory, config["matched_source"]["ratio"])
+
+
+def ms_generate_args(config: dict, cell: str, model: str, budget) -> str:
+    ms = config["matched_source"]
+    arm, _ = ms_cell(cell)
+    # The oracle is the same-build synchronous-source control: direct, without a host limit.
+    source = arms.SOURCE_ENGINE[arms.DIRECT if arm == arms.ORACLE else arm]
+    args = generate_args(config, model, ms["policy"], budget, source=source)
+    if arm == arms.ASYNC:
+        args += f" --windows {ms['windows']} --depth {ms['depth']}"
+    return args
+
+
+def ms_meta(config: dict, cell: str, inventory) -> str:
+    """The --meta flags of a matched cell: where it sits in the campaign and what it holds fixed."""
+    ms = config["matched_source"]
+    arm, block = ms_cell(cell)
+    order = ms["pairs"][block - 1] if block else ""
+    return pm_meta(config, campaign="matched", arm=ms["policy"], source_arm=arm, block=block, order=order,
+                   position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1,
+                   t_repr_bytes=pm_t_repr(inventory), reserve_bytes=ms["reserve_bytes"])
