@@ -132,3 +132,19 @@ def test_assertion_ops(op, got, want, tol, ok):
 def test_unresolvable_pointer_is_unevaluable():
     assert record.check({"pointer": "/values/nope", "op": "eq", "value": 1}, {"values": {}})[0] is None
     assert record.check({"pointer": "/values/x", "op": "all_true"}, {"values": {"x": []}})[0] is None
+
+
+@pytest.mark.parametrize("pointer", ["/values/p/exact", "/values/xs/3", "/values/xs/-", "/values/xs/01",
+                                     "values/xs", "/values/name/0"])
+def test_a_pointer_that_names_nothing_is_unevaluable(pointer):
+    doc = {"values": {"p": None, "xs": [1, 2, 3], "name": "abc"}}
+    with pytest.raises(record.PointerError):
+        record.resolve(doc, pointer)
+    ok, why = record.check({"pointer": pointer, "op": "eq", "value": 1}, doc)
+    assert ok is None and why == f"{pointer}: no such value"
+
+
+def test_pointers_follow_rfc6901():
+    doc = {"values": {"a/b": {"~k": [10, 20]}}}
+    assert record.resolve(doc, "/values/a~1b/~0k/1") == 20
+    assert record.resolve(doc, "") is doc

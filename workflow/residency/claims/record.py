@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonpointer
+
 from .. import atomic
 from ..identity import sha256_file
 
@@ -49,28 +51,18 @@ class ClaimResult:
 
 
 class PointerError(KeyError):
-    pass
+    """An assertion's pointer names no value of the record."""
 
 
 def resolve(doc: Any, pointer: str) -> Any:
-    """RFC 6901 JSON pointer lookup."""
-    if pointer == "":
-        return doc
-    if not pointer.startswith("/"):
-        raise PointerError(f"pointer must start with '/': {pointer!r}")
-    cur = doc
-    for raw in pointer[1:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(cur, list):
-            try:
-                cur = cur[int(part)]
-            except (ValueError, IndexError):
-                raise PointerError(pointer) from None
-        elif isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        else:
-            raise PointerError(pointer)
-    return cur
+    """RFC 6901 JSON pointer lookup (the jsonpointer package); PointerError when it names nothing."""
+    try:
+        got = jsonpointer.resolve_pointer(doc, pointer)
+    except jsonpointer.JsonPointerException as exc:
+        raise PointerError(f"{pointer!r}: {exc}") from None
+    if isinstance(got, jsonpointer.EndOfList):  # '-' names the item after the last: there is none
+        raise PointerError(f"{pointer!r}: past the end of a list")
+    return got
 
 
 def check(assertion: dict, doc: dict) -> tuple[bool | None, str]:
