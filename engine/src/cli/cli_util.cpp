@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "source/fault.hpp"
+
 namespace resid {
 
 CLI::Validator unsigned_up_to(uint64_t max) {
@@ -31,6 +33,12 @@ void SourceFlags::apply(SourceEngine& engine, std::optional<uint32_t>& w, std::o
   engine = *parse_source_engine(source);
   if (windows_opt->count() > 0) w = windows;
   if (depth_opt->count() > 0) d = depth;
+}
+
+void add_fault_flag(CLI::App* app, std::string& spec, const std::string& units) {
+  app->add_option("--fault", spec,
+                  "a deterministic fault cell, CELL or CELL@N (N: a read index unless said; " + units + "): " +
+                      fault_cell_names());
 }
 
 }  // namespace resid

@@ -32,4 +32,8 @@ struct SourceFlags {
 };
 void add_source_flags(CLI::App* app, SourceFlags& f, const std::string& default_source);
 
+// --fault CELL[@N] (source/fault.hpp), parsed by parse_fault_spec after the command line;
+// `units` says what N counts for the subcommand's own cells.
+void add_fault_flag(CLI::App* app, std::string& spec, const std::string& units);
+
 }  // namespace resid

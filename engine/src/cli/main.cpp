@@ -15,6 +15,7 @@
 #include "drivers/probe.hpp"
 #include "drivers/scan.hpp"
 
+using resid::add_fault_flag;
 using resid::add_uint;
 
 namespace {
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
       ->check(kPositiveSeconds)
       ->capture_default_str();
   scan->add_flag("--calibrate", sc.calibrate, "set everything up, touch no region byte");
+  std::string s_fault;
+  add_fault_flag(scan, s_fault, "stall: the read from which storage stops answering");
 
   // generate
   resid::GenerateConfig gc;
@@ -118,6 +121,8 @@ int main(int argc, char** argv) {
   gen->add_option("--huge-chunks", g_huge,
                   "off | move | collapse: how filled chunks are backed (default: move with 2 MiB-multiple chunks, else off)")
       ->check(CLI::IsMember({"off", "move", "collapse"}));
+  std::string g_fault;
+  add_fault_flag(gen, g_fault, "recycle-live: N is a pass");
 
   // stream
   auto stream_cli = resid::add_stream_subcommand(app);
@@ -148,6 +153,7 @@ int main(int argc, char** argv) {
       sc.signal = *resid::parse_signal(signal);
       s_source.apply(sc.source, sc.windows, sc.depth);
       if (budget_opt->count() > 0) sc.budget_bytes = budget;
+      if (!s_fault.empty()) sc.fault = resid::parse_fault_spec(s_fault);
       return resid::run_scan(sc);
     }
     if (resid::stream_selected(*stream_cli)) return resid::run_stream_cli(*stream_cli);
@@ -158,6 +164,7 @@ int main(int argc, char** argv) {
       g_source.apply(gc.source, gc.windows, gc.depth);
       if (!g_huge.empty()) gc.huge = *resid::parse_huge_chunks(g_huge);
       if (g_budget_opt->count() > 0) gc.budget_bytes = g_budget;
+      if (!g_fault.empty()) gc.fault = resid::parse_fault_spec(g_fault);
       return resid::run_generate(gc);
     }
   } catch (const resid::InputError& e) {

@@ -12,7 +12,7 @@ struct StreamCli {
   CLI::App* cmd = nullptr;
   StreamConfig cfg;
   SourceFlags source;
-  std::string fault = "none";
+  std::string fault;
   std::string register_buffers = "off";
   uint64_t object_bytes = 0;
   uint64_t pattern_seed = 0;
@@ -39,13 +39,7 @@ std::shared_ptr<StreamCli> add_stream_subcommand(CLI::App& app) {
   add_uint(s, "--passes", c.passes, "passes over the declared order")->capture_default_str();
   add_uint(s, "--bundle", c.bundle, "objects per request (published all-or-nothing)")->capture_default_str();
   s->add_flag("--eager-reconcile", c.eager_reconcile, "check every Plan invariant after every transition");
-  s->add_option("--fault", cli->fault,
-                "none | short-read | eio | out-of-order | stale-completion | wrong-object | held-consumer | "
-                "reset-outstanding | shutdown-live-consumer | bundle-extent-failure")
-      ->check(CLI::IsMember({"none", "short-read", "eio", "out-of-order", "stale-completion", "wrong-object",
-                             "held-consumer", "reset-outstanding", "shutdown-live-consumer", "bundle-extent-failure"}))
-      ->capture_default_str();
-  add_uint(s, "--fault-at", c.fault_at, "read index the fault fires at (a step index for held-consumer)")->capture_default_str();
+  add_fault_flag(s, cli->fault, "held-consumer: N is a step; out-of-order: a completion");
   cli->pattern_seed_opt = add_uint(s, "--pattern-seed", cli->pattern_seed,
                                 "the file is a mkregion region of this seed: checksums from the pattern, not a read");
   s->add_option("--watchdog-s", c.watchdog_s, "fail instead of waiting longer than this many seconds")
@@ -63,7 +57,7 @@ int run_stream_cli(const StreamCli& cli) {
   if (cli.object_bytes_opt->count() > 0) c.object_bytes = cli.object_bytes;
   cli.source.apply(c.source, c.windows, c.depth);
   if (cli.pattern_seed_opt->count() > 0) c.pattern_seed = cli.pattern_seed;
-  c.fault = *parse_fault_cell(cli.fault);
+  if (!cli.fault.empty()) c.fault = parse_fault_spec(cli.fault);
   c.register_buffers = cli.register_buffers == "on";
   return run_stream(c);
 }

@@ -44,6 +44,8 @@ int run_generate(const GenerateConfig&) {
 #include "core/proc_io.hpp"
 #include "core/run_record.hpp"
 #include "core/sha256.hpp"
+#include "drivers/pager_arm.hpp"
+#include "drivers/record.hpp"
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "llama.h"
@@ -204,9 +206,6 @@ class Run final : public StepListener {
     observer_.end_pass();
     passes_done_.store(++pass_);
     if (pass_ == kAuditPasses && !audit_error_) audit_error_ = startup_audit_error(audit_, m_, kAuditPasses);
-    // Fault hook: from this pass on the pager holds every fault (a storage that stopped
-    // answering, seen from the application): the run must end as a failed run, not hang.
-    if (hold_at_pass_ && pass_ == *hold_at_pass_ && pager_) pager_->pause(true);
   }
 
   // The chunks object `obj`'s step reads in this pass: the declared chunks, except for embd,
@@ -294,23 +293,12 @@ class Run final : public StepListener {
 
   void touch_progress() { last_progress_ns_.store(now_ns(), std::memory_order_relaxed); }
 
-  // RESIDCTL_FAULT_HOLD_AT_PASS=N (tests): hold all faults from pass N on.
-  static std::optional<uint64_t> hold_hook() { return env_pass("RESIDCTL_FAULT_HOLD_AT_PASS"); }
-  static std::optional<uint64_t> env_pass(const char* name) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return std::nullopt;
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (*end != '\0') return std::nullopt;
-    return n;
-  }
-
-  // RESIDCTL_FAULT_RECYCLE_LIVE_AT_PASS=N (tests, a negative control): in pass N, at the first
+  // --fault recycle-live@N (a negative control): in pass N, at the first
   // object change where the object just consumed still holds its chunks (its consumers leave
   // right after), ask the Plan to recycle one of its resident chunks: it must refuse
   // (consumers-live), and the chunk stays resident and untouched.
   void maybe_probe_recycle(uint32_t old) {
-    if (!recycle_live_at_pass_ || probe_.fired || pass_ != *recycle_live_at_pass_ || !pager_) return;
+    if (cfg_.fault.cell != FaultCell::RecycleLive || probe_.fired || pass_ != cfg_.fault.at || !pager_) return;
     for (ChunkId c : access_chunks(old)) {
       if (!pager_->resident(c)) continue;
       probe_.fired = true;
@@ -367,10 +355,8 @@ class Run final : public StepListener {
   const std::byte* kmap_base_ = nullptr;
   uint64_t sequence_errors_ = 0;
   std::optional<std::string> audit_error_;
-  std::optional<uint64_t> hold_at_pass_ = hold_hook();
-  std::optional<uint64_t> recycle_live_at_pass_ = env_pass("RESIDCTL_FAULT_RECYCLE_LIVE_AT_PASS");
   RecycleProbe probe_;
-  std::optional<std::pair<PagerFault, uint64_t>> source_fault_;  // RESIDCTL_FAULT_SOURCE
+  std::shared_ptr<const FaultReport> fault_report_;  // a source cell's decorator (--fault)
   std::mutex routes_mu_;
   std::vector<std::string> routes_;
   std::vector<llama_token> prompt_tokens_, tokens_;
@@ -408,17 +394,12 @@ void Run::progress_line(uint32_t done, bool final) {
 nlohmann::json Run::record(bool ok, const std::string& error) {
   nlohmann::json j = pager_run_head("generate", ok, error, to_string(cfg_.arm), policy_kind_, pager_.get());
   j["signal"] = "eval-callback";
-  {
-    std::string hooks;
-    auto add = [&](const std::string& h) { hooks += (hooks.empty() ? "" : ",") + h; };
-    if (hold_at_pass_) add("hold-faults@pass:" + std::to_string(*hold_at_pass_));
-    if (recycle_live_at_pass_) add("recycle-live@pass:" + std::to_string(*recycle_live_at_pass_));
-    if (source_fault_) add(std::string("source:") + to_string(source_fault_->first) + "@" + std::to_string(source_fault_->second));
-    j["fault_hook"] = hooks.empty() ? nlohmann::json(nullptr) : nlohmann::json(hooks);
-  }
-  j["fault"] = pager_fault_json(pager_.get());
-  j["recycle_probe"] = !recycle_live_at_pass_ ? nlohmann::json(nullptr)
-                       : nlohmann::json{{"pass", *recycle_live_at_pass_},
+  j["fault"] = fault_json(cfg_.fault, fault_report_.get());
+  j["rejection"] = pager_rejection_json(pager_.get());
+  const bool probe = cfg_.fault.cell == FaultCell::RecycleLive;
+  if (probe) j["fault"]["fired"] = probe_.fired;
+  j["recycle_probe"] = !probe ? nlohmann::json(nullptr)
+                       : nlohmann::json{{"pass", cfg_.fault.at},
                                         {"fired", probe_.fired},
                                         {"chunk", probe_.fired ? nlohmann::json(probe_.chunk) : nlohmann::json(nullptr)},
                                         {"answer", probe_.fired ? nlohmann::json(probe_.answer == PlanError::None ? "recycled" : to_string(probe_.answer))
@@ -853,8 +834,11 @@ int Run::execute() {
   }
   if (policy_kind_) {
     if (!cfg_.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg_.arm)));
-    auto source = open_source(cfg_.source, cfg_.model, cfg_.chunk_size,
-                              source_options(cfg_.source, cfg_.windows, cfg_.depth));
+    FaultySourceHandle fs = with_fault(open_source(cfg_.source, cfg_.model, cfg_.chunk_size,
+                                                   source_options(cfg_.source, cfg_.windows, cfg_.depth)),
+                                       cfg_.fault);
+    auto source = std::move(fs.source);
+    fault_report_ = std::move(fs.report);
     // Every window is paid from the budget (F: all N of them), as is the page-table reserve.
     window_bytes_ = source->window_bytes();
     page_table_bytes_ = Pager::page_table_reserve(static_cast<uint64_t>(m_.chunks) * cfg_.chunk_size);
@@ -904,20 +888,6 @@ int Run::execute() {
       pc.readahead_steps[0].clear();
       for (auto& st : pc.readahead_steps)
         if (st.size() > fit_chunks_) st.clear();
-    }
-    if (const char* v = std::getenv("RESIDCTL_FAULT_SOURCE"); v && *v) {
-      // RESIDCTL_FAULT_SOURCE=<cell>@<read index> (tests): a deterministic source fault.
-      const std::string hook = v;
-      const size_t at = hook.find('@');
-      const auto cell = parse_pager_fault(hook.substr(0, at));
-      char* end = nullptr;
-      const unsigned long long k = at == std::string::npos ? 0 : std::strtoull(hook.c_str() + at + 1, &end, 10);
-      if (!cell || *cell == PagerFault::None || at == std::string::npos || !end || *end != '\0')
-        throw InputError("RESIDCTL_FAULT_SOURCE='" + hook + "' is not <cell>@<read index> with a cell of eio, short-read, "
-                         "stale-completion, wrong-object, bundle-extent-failure");
-      pc.fault = *cell;
-      pc.fault_at = k;
-      source_fault_ = std::make_pair(*cell, static_cast<uint64_t>(k));
     }
     // The policy's declared pass: the embd step declares none of the embedding, since it
     // reads only the rows of a token the previous pass has not chosen yet when the victims
@@ -1014,19 +984,22 @@ int Run::execute() {
     error = "reconcile: " + std::to_string(pager_->stats().reconcile_mismatches) +
             " mismatch(es) between the pager's books and mincore or the Plan; first: " + pager_->first_mismatch();
   if (error.empty() && pager_) error = pager_close_error(*pager_);
-  if (error.empty() && recycle_live_at_pass_ && generated) {
+  if (error.empty() && cfg_.fault.cell == FaultCell::RecycleLive && generated) {
     if (!probe_.fired)
-      error = "negative control: the recycle probe of pass " + std::to_string(*recycle_live_at_pass_) + " did not fire";
+      error = "negative control: the recycle probe of pass " + std::to_string(cfg_.fault.at) + " did not fire";
     else if (probe_.answer != PlanError::ConsumersLive || !probe_.resident_after)
       error = "negative control: the Plan answered " +
               std::string(probe_.answer == PlanError::None ? "recycled" : to_string(probe_.answer)) +
               " to recycling chunk " + std::to_string(probe_.chunk) + ", which had a live consumer";
   }
-  if (error.empty() && source_fault_ && generated) {
-    const PagerFaultReport f = pager_->fault_report();
-    error = f.fired ? "fault " + std::string(to_string(f.cell)) + " fired but the run did not fail"
-                    : "fault " + std::string(to_string(f.cell)) + " did not fire (no eligible read at or after " +
-                          std::to_string(f.fault_at) + ")";
+  if (error.empty() && fault_report_ && generated) {
+    // A fatal cell or a stall must fail the run; a recoverable one must fire and recover; a
+    // cell that never fired is no evidence either way.
+    const std::string cell = to_string(cfg_.fault.cell);
+    if (!fault_report_->fired)
+      error = "fault " + cell + " did not fire (no eligible point at or after " + std::to_string(cfg_.fault.at) + ")";
+    else if (cfg_.fault.cell != FaultCell::OutOfOrder)
+      error = "fault " + cell + " fired but the run did not fail";
   }
   const bool ok = error.empty();
   write_outputs(ok, error, generated && ok);
@@ -1052,6 +1025,7 @@ int run_generate(const GenerateConfig& cfg) {
     throw InputError("--prefetch-depth must be at least 1 for pager-prefetch");
   if (cfg.tokens >= cfg.ctx) throw InputError("--tokens must be smaller than --ctx");
   check_source_flags(cfg.source, cfg.windows, cfg.depth);
+  check_pager_fault(cfg.fault, cfg.arm, cfg.source, "generate");
 
   llama_log_set(&LogCapture::cb, &g_log);
   ggml_log_set(&LogCapture::cb, &g_log);

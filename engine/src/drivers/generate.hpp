@@ -9,6 +9,7 @@
 
 #include "drivers/arm.hpp"
 #include "pager/pager.hpp"
+#include "source/fault.hpp"
 #include "source/source.hpp"
 
 namespace resid {
@@ -35,6 +36,8 @@ struct GenerateConfig {
   // How filled chunks are backed (pager.hpp); unset: `move` when the chunk size is a
   // multiple of 2 MiB, else `off` (huge_mode() in generate.cpp).
   std::optional<HugeChunks> huge;
+  // --fault CELL[@N]: a source cell (reads), stall (reads) or recycle-live (a pass).
+  FaultSpec fault;
 };
 
 

@@ -23,6 +23,8 @@
 #include "core/mincore.hpp"
 #include "core/proc_io.hpp"
 #include "core/run_record.hpp"
+#include "drivers/pager_arm.hpp"
+#include "drivers/record.hpp"
 #include "pager/pager.hpp"
 #include "pager/record.hpp"
 #include "pager/trace.hpp"
@@ -192,6 +194,7 @@ int run_scan(const ScanConfig& cfg) {
   if (cfg.arm == Arm::PagerPrefetch && cfg.prefetch_depth == 0)
     throw InputError("--prefetch-depth must be at least 1 for pager-prefetch");
   check_source_flags(cfg.source, cfg.windows, cfg.depth);
+  check_pager_fault(cfg.fault, cfg.arm, cfg.source, "scan");
   const uint64_t file_bytes = region_size(cfg.region);
   const uint64_t chunks = (file_bytes + cfg.chunk_size - 1) / cfg.chunk_size;
   if (chunks > UINT32_MAX) throw InputError("too many chunks");
@@ -204,6 +207,7 @@ int run_scan(const ScanConfig& cfg) {
   uint64_t window_bytes = 0;
   uint64_t page_table_bytes = 0;
   std::optional<uint64_t> budget_chunks;
+  std::shared_ptr<const FaultReport> fault_report;
   // Sized from the walk even when calibrating, so the calibration run holds the same
   // bookkeeping memory as the real run (it is part of the measured overhead O).
   const size_t reserve =
@@ -214,7 +218,11 @@ int run_scan(const ScanConfig& cfg) {
 
   if (policy_kind) {
     if (!cfg.budget_bytes) throw InputError("--budget-bytes is required for arm " + std::string(to_string(cfg.arm)));
-    auto source = open_source(cfg.source, cfg.region, cfg.chunk_size, source_options(cfg.source, cfg.windows, cfg.depth));
+    FaultySourceHandle fs =
+        with_fault(open_source(cfg.source, cfg.region, cfg.chunk_size, source_options(cfg.source, cfg.windows, cfg.depth)),
+                   cfg.fault);
+    auto source = std::move(fs.source);
+    fault_report = std::move(fs.report);
     window_bytes = source->window_bytes();
     // The pager pays for its own memory out of the weight budget: its windows, and the
     // page-table pages that map its region (they stay charged after MADV_DONTNEED).
@@ -346,6 +354,8 @@ int run_scan(const ScanConfig& cfg) {
     j["source_stats"] = pager_source_json(pager.get());
     j["plan"] = pager_plan_json(pager.get());
     j["readahead"] = pager_readahead_json(pager.get());
+    j["fault"] = fault_json(cfg.fault, fault_report.get());
+    j["rejection"] = pager_rejection_json(pager.get());
     j["wall_ns"] = now_ns() - t0;
     j["trace"] = {{"file", "trace.bin"}, {"records", trace.size()}};
     return j;
@@ -401,6 +411,14 @@ int run_scan(const ScanConfig& cfg) {
     error = "signal audit: " + std::to_string(pager->audit().out_of_order()) + " consumption signal(s) out of step order";
   } else if (pager) {
     error = pager_close_error(*pager);
+  }
+  if (error.empty() && fault_report && !cfg.calibrate) {
+    // A fatal cell or a stall must fail the run; a recoverable one must fire.
+    const std::string cell = to_string(cfg.fault.cell);
+    if (!fault_report->fired)
+      error = "fault " + cell + " did not fire (no eligible point at or after " + std::to_string(cfg.fault.at) + ")";
+    else if (cfg.fault.cell != FaultCell::OutOfOrder)
+      error = "fault " + cell + " fired but the run did not fail";
   }
   auto j = base_record(error.empty(), error);
   j["wall_ns"] = wall;

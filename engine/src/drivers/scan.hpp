@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "drivers/arm.hpp"
+#include "source/fault.hpp"
 #include "source/source.hpp"
 
 namespace resid {
@@ -36,6 +37,7 @@ struct ScanConfig {
   bool eager_reconcile = false;
   double watchdog_s = 60;
   bool calibrate = false;
+  FaultSpec fault;  // --fault CELL[@N]: a source cell or stall (N: a read index)
 };
 
 // Smallest budget_chunks a pager arm accepts: every driver thread may hold one chunk and

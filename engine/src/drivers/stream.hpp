@@ -1,8 +1,9 @@
 // `residctl stream` (docs/run-contract.md): streams objects in a declared order through the
 // source's windows into a slot arena of stable addresses, with the Plan's full ticket,
 // generation, epoch, consumer, reset and shutdown lifecycle; consumer threads verify every
-// delivered byte against checksums of the file's extents. Deterministic fault hooks cover
-// the named cells of reference 004 Table 7.
+// delivered byte against checksums of the file's extents. The fault cells of reference 004
+// Table 7 (source/fault.hpp) run here: the source cells through the fault decorator, the
+// held-consumer, reset and shutdown cells by the producer.
 #pragma once
 
 #include <cstdint>
@@ -10,25 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include "source/fault.hpp"
 #include "source/source.hpp"
 
 namespace resid {
-
-enum class FaultCell : uint8_t {
-  None,
-  ShortRead,             // fatal
-  Eio,                   // fatal
-  OutOfOrder,            // recoverable: valid completions handed to the Plan in reverse order
-  StaleCompletion,       // fatal: a late duplicate of an earlier completion on the same window
-  WrongObject,           // fatal: the read delivers another object's bytes
-  HeldConsumer,          // recoverable: a consumer holds a version; reuse must wait
-  ResetOutstanding,      // recoverable: reset with source reads in flight
-  ShutdownLiveConsumer,  // recoverable: shutdown while a consumer holds a version
-  BundleExtentFailure,   // fatal: one read inside a multi-read bundle fails
-};
-const char* to_string(FaultCell f);
-std::optional<FaultCell> parse_fault_cell(std::string_view s);
-bool fault_is_fatal(FaultCell f);
 
 struct StreamConfig {
   std::string file;
@@ -45,8 +31,9 @@ struct StreamConfig {
   uint32_t passes = 1;
   uint32_t bundle = 1;                  // objects per request
   bool eager_reconcile = false;
-  FaultCell fault = FaultCell::None;
-  uint64_t fault_at = 8;                // read index (step index for held-consumer)
+  // --fault CELL[@N]: a source cell (N: a read index; out-of-order: a completion index),
+  // held-consumer (N: a step), reset-outstanding (N: a read), shutdown-live-consumer.
+  FaultSpec fault;
   double watchdog_s = 60;
   // The file is a `mkregion` region of this seed: the reference checksums come from the
   // pattern instead of a read of the file (so no read precedes the timed stream).

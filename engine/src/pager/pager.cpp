@@ -20,7 +20,6 @@
 
 #include "core/clock.hpp"
 #include "core/errors.hpp"
-#include "source/uring.hpp"
 
 // UFFDIO_MOVE (Linux 6.8) and MADV_COLLAPSE (6.1), for builds against older headers.
 #ifndef UFFD_FEATURE_MOVE
@@ -63,25 +62,6 @@ std::optional<HugeChunks> parse_huge_chunks(std::string_view s) {
   if (s == "off") return HugeChunks::Off;
   if (s == "move") return HugeChunks::Move;
   if (s == "collapse") return HugeChunks::Collapse;
-  return std::nullopt;
-}
-
-const char* to_string(PagerFault f) {
-  switch (f) {
-    case PagerFault::None: return "none";
-    case PagerFault::Eio: return "eio";
-    case PagerFault::ShortRead: return "short-read";
-    case PagerFault::StaleCompletion: return "stale-completion";
-    case PagerFault::WrongObject: return "wrong-object";
-    case PagerFault::BundleExtentFailure: return "bundle-extent-failure";
-  }
-  return "?";
-}
-
-std::optional<PagerFault> parse_pager_fault(std::string_view s) {
-  for (PagerFault f : {PagerFault::None, PagerFault::Eio, PagerFault::ShortRead, PagerFault::StaleCompletion,
-                       PagerFault::WrongObject, PagerFault::BundleExtentFailure})
-    if (s == to_string(f)) return f;
   return std::nullopt;
 }
 
@@ -166,22 +146,6 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
     manifest_ = std::make_unique<PlanManifest>(
         PlanManifest::build(std::move(specs), file_bytes_, source_->alignment(), source_->window_capacity()));
   }
-  // Fault hooks the uring engine carries out itself (at its submission index = our read index).
-  if (cfg_.fault == PagerFault::Eio || cfg_.fault == PagerFault::ShortRead ||
-      cfg_.fault == PagerFault::StaleCompletion || cfg_.fault == PagerFault::BundleExtentFailure) {
-    auto* u = dynamic_cast<UringSource*>(source_.get());
-    if (!u) throw InputError(std::string("fault hook ") + to_string(cfg_.fault) + " needs the uring source");
-    if (cfg_.fault == PagerFault::BundleExtentFailure && !cfg_.readahead)
-      throw InputError("fault hook bundle-extent-failure needs read-ahead bundles (the uring source)");
-    if (cfg_.fault != PagerFault::BundleExtentFailure)
-      u->inject(cfg_.fault == PagerFault::Eio         ? UringFaultKind::Eio
-                : cfg_.fault == PagerFault::ShortRead ? UringFaultKind::ShortRead
-                                                      : UringFaultKind::Stale,
-                cfg_.fault_at);
-  }
-  fault_.cell = cfg_.fault;
-  fault_.fault_at = cfg_.fault_at;
-
   if (cfg_.huge == HugeChunks::Move) {
     // A read fault on the THP-enabled region takes the huge zero page branch and reaches the
     // pager without allocating; with use_zero_page off it would allocate (and charge) a huge
@@ -304,18 +268,23 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   }
   plan_phase_.resize(chunks_);
   plan_consumers_.resize(chunks_);
-  wops_.resize(windows);
+  {
+    FillOptions fo;
+    fo.copy_on_accept = false;  // a copy into the region is a publication: only whole bundles
+    fo.max_fills = windows;
+    fo.max_objects = std::max<uint32_t>(1, std::min<uint32_t>(windows, chunks_));
+    fo.stats_mutex = &mu_;
+    fill_ = std::make_unique<FillPath>(*plan_, *source_, static_cast<FillOwner&>(*this), fo);
+  }
   bundles_.resize(windows);
   for (auto& b : bundles_) {
     b.chunks.reserve(windows);
-    b.wins.reserve(windows);
   }
   cur_mark_.assign(chunks_, 0);
   ra_chunks_.reserve(windows);
   req_slots_.resize(windows);
-  req_objs_.resize(windows);
   req_tags_.resize(windows);
-  fault_.bundle.reserve(windows);
+  rejection_.bundle.reserve(windows);
 }
 
 Pager::~Pager() {
@@ -633,7 +602,6 @@ void Pager::pause(bool on) {
   notify();
 }
 
-size_t Pager::pending_faults() const { return pending_count_.load(); }
 
 uint64_t Pager::reconcile_now() {
   std::lock_guard lk(mu_);
@@ -684,10 +652,11 @@ PagerSourceReport Pager::source_report() const {
   r.alignment = source_->alignment();
   r.window_capacity = source_->window_capacity();
   r.stats = src_stats_;  // the pager thread's copy (the source itself is the pager thread's)
-  r.read_count = read_hist_.count();
-  r.read_p50_ns = read_hist_.quantile(0.5);
-  r.read_p99_ns = read_hist_.quantile(0.99);
-  r.read_max_ns = read_hist_.max();
+  const LatencyHistogram& reads = fill_->read_latency();  // written under mu_
+  r.read_count = reads.count();
+  r.read_p50_ns = reads.quantile(0.5);
+  r.read_p99_ns = reads.quantile(0.99);
+  r.read_max_ns = reads.max();
   const PlanBalance bal = plan_->balance();
   // Before the pager closed (a failed run that left threads in faults), the Plan's count.
   r.windows_free_at_close = alloc_done_ ? closed_source_windows_free_ : bal.windows_free;
@@ -701,9 +670,9 @@ PagerSourceReport Pager::source_report() const {
   return r;
 }
 
-PagerFaultReport Pager::fault_report() const {
+PagerRejectionReport Pager::rejection_report() const {
   std::lock_guard lk(mu_);
-  return fault_;
+  return rejection_;
 }
 
 PlanError Pager::try_recycle(ChunkId c) {
@@ -775,12 +744,12 @@ void Pager::check_watchdog() {
 }
 
 void Pager::check_stall() {
-  const int64_t c = busy_chunk_.load();
+  const int64_t c = fill_->busy_slot();  // slot c is chunk c
   if (c < 0 || failed_) return;
-  const uint64_t since = busy_since_ns_.load();
+  const uint64_t since = fill_->busy_since_ns();
   const uint64_t now = now_ns();
   if (now <= since || now - since < static_cast<uint64_t>(cfg_.watchdog_s * 1e9)) return;
-  if (busy_chunk_.load() != c || busy_since_ns_.load() != since) return;  // moved on meanwhile
+  if (fill_->busy_slot() != c || fill_->busy_since_ns() != since) return;  // moved on meanwhile
   RejectionPathScope scope;
   std::string ev;
   {
@@ -819,8 +788,7 @@ void Pager::loop() {
       if (blocking_) progressed |= reap_completions();  // a blocking read completed in submit()
     }
     run_due_failure_callback();
-    pending_count_ = pending_.size();
-    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || failed_) && (inflight_ == 0 || failed_)) {
+    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || failed_) && (fill_->inflight() == 0 || failed_)) {
       // Final drain: anything that arrived after the last read is served before we leave.
       read_messages();
       if (pending_.empty() || failed_) break;
@@ -847,24 +815,11 @@ void Pager::loop() {
 }
 
 void Pager::close_reads() {
-  // A failed run may leave reads in flight and accepted reads waiting for their bundle:
-  // drain the source, hand every completion to the Plan (nothing is copied or published),
-  // give the windows back, and abandon the tickets whose completion never came. Then the
-  // Plan shuts down (refused while a consumer holds a slot).
-  if (inflight_ > 0) {
-    source_->drain();
-    while (inflight_ > 0) {
-      auto c = source_->reap(false);
-      if (!c) break;
-      on_completion(std::move(*c));
-    }
-  }
-  for (WindowOp& op : wops_) {
-    if (!op.busy || !op.landed) continue;
-    source_->release(op.comp);
-    op.busy = op.landed = false;
-  }
-  const uint32_t abandoned = plan_->abandon_tickets();
+  // A failed run may leave reads in flight and accepted reads waiting for their bundle: the
+  // fill path drains the source, hands every completion to the Plan (nothing is copied or
+  // published), gives the windows back, and abandons the tickets whose completion never
+  // came. Then the Plan shuts down (refused while a consumer holds a slot).
+  const uint32_t abandoned = fill_->close();
   std::lock_guard lk(mu_);
   cancellations_ += abandoned;
   for (BundleRun& b : bundles_) {
@@ -1001,7 +956,7 @@ bool Pager::serve_pending() {
       prefetched_unused_[c] = 0;
       pending_[i].trigger = true;
     }
-    issue_bundle(bi);
+    fill_->issue();
     progressed = true;
     ++i;
     // A blocking read happened inside submit(): publish it before the next one, so the
@@ -1074,40 +1029,24 @@ bool Pager::evict_locked(ChunkId c) {
   return true;
 }
 
-// ---- the fill machinery: every fill is a bundle of the Plan -------------------------------
+// ---- the fill machinery: every fill is a bundle of the Plan, moved by the fill path ------
 
 uint32_t Pager::free_windows() const {
-  uint32_t free = 0;
-  for (const WindowOp& op : wops_) free += !op.busy;
-  const size_t depth = source_->max_inflight();
-  const uint32_t room = inflight_ >= depth ? 0 : static_cast<uint32_t>(depth - inflight_);
-  return std::min(free, room);
+  const size_t depth = source_->max_inflight(), inflight = fill_->inflight();
+  const size_t room = inflight >= depth ? 0 : depth - inflight;
+  return static_cast<uint32_t>(std::min(source_->windows_free(), room));
 }
 
 int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
   // The chunks are Absent and room was made for them: they become Filling, their slots
   // LOADING (one request: one bundle, published all-or-nothing).
-  int bi = -1;
-  for (size_t i = 0; i < bundles_.size(); ++i)
-    if (!bundles_[i].live) {
-      bi = static_cast<int>(i);
-      break;
-    }
-  if (bi < 0) {
-    fail_locked_with([] { return std::string("internal: no free bundle record"); });
-    return -1;
-  }
-  BundleRun& b = bundles_[static_cast<size_t>(bi)];
-  b.chunks.clear();
-  b.wins.clear();
   PlanResult<BundleHandle> r{};
   if (n <= req_slots_.size()) {
     for (uint32_t k = 0; k < n; ++k) {
       req_slots_[k] = static_cast<int32_t>(cs[k]);
-      req_objs_[k] = cs[k];
       req_tags_[k] = cs[k];
     }
-    r = plan_->request_slots(req_slots_.data(), req_objs_.data(), req_tags_.data(), n);
+    r = plan_->request_slots(req_slots_.data(), cs, req_tags_.data(), n);
   } else {
     r.error = PlanError::InvalidArgument;
   }
@@ -1117,257 +1056,121 @@ int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
                            " (" + to_string(e) + ")"; });
     return -1;
   }
+  const int fi = fill_->track(r.value, cs, n);  // one chunk = one object of the Plan
+  if (fi < 0) {
+    fail_locked_with([] { return std::string("internal: no free fill record"); });
+    return -1;
+  }
+  BundleRun& b = bundles_[static_cast<size_t>(fi)];
   b.live = true;
-  b.failed = false;
   b.kind = kind;
-  b.handle = r.value;
   b.n = n;
-  b.completed = 0;
   b.ready = false;
   b.roomed = kind != FillKind::Readahead;
   b.target = 0;
-  for (uint32_t k = 0; k < n; ++k) {
-    b.chunks.push_back(cs[k]);
-    state_[cs[k]] = State::Filling;
-  }
+  b.chunks.assign(cs, cs + n);
+  for (uint32_t k = 0; k < n; ++k) state_[cs[k]] = State::Filling;
   // Demand and prefetch reads take their room now; a read-ahead bundle waits in its windows
   // (paid from the budget) and takes room when it is published.
   if (kind != FillKind::Readahead) filling_ += n;
-  return bi;
-}
-
-void Pager::issue_bundle(int bi) {
-  BundleRun& b = bundles_[static_cast<size_t>(bi)];
-  for (uint32_t k = 0; k < b.n; ++k) {
-    const ChunkId c = b.chunks[k];
-    const int w = source_->free_window();
-    if (w < 0 || static_cast<size_t>(w) >= wops_.size() || wops_[static_cast<size_t>(w)].busy) {
-      fail_with([&] { return "internal: no free source window for the read of chunk " + std::to_string(c); });
-      return;
-    }
-    auto t = plan_->begin_read(b.handle, static_cast<int32_t>(c), manifest_->object(c).first_piece, w);
-    if (!t.ok()) {
-      const PlanError e = t.error;
-      fail_with([&] { return "internal: the Plan refused a ticket for chunk " + std::to_string(c) + " (" + to_string(e) + ")"; });
-      return;
-    }
-    Extent e = manifest_->piece(manifest_->object(c).first_piece).extent_range();
-    const uint64_t k_read = reads_issued_;
-    if (cfg_.fault == PagerFault::WrongObject && !fault_.fired && k_read >= cfg_.fault_at && chunks_ > 1) {
-      // The hook: the read asks for another chunk's bytes (they land in this window).
-      const ChunkId other = c + 1 < chunks_ ? c + 1 : c - 1;
-      e = manifest_->piece(manifest_->object(other).first_piece).extent_range();
-      fault_.fired = true;
-      fault_.read = k_read;
-      fault_.step = step_;
-      fault_.bundle.assign(b.chunks.begin(), b.chunks.end());
-      fault_bundle_ = bi;
-    }
-    WindowOp& op = wops_[static_cast<size_t>(w)];
-    op.busy = true;
-    op.landed = false;
-    op.chunk = c;
-    op.tag = t.value;
-    op.bundle = static_cast<uint32_t>(bi);
-    op.submit_ns = now_ns();
-    b.wins.push_back(w);
-    if (b.kind == FillKind::Readahead) ++readahead_windows_;
-    // A blocking engine reads inside submit(): the stall watchdog watches it from outside.
-    busy_since_ns_.store(op.submit_ns);
-    busy_chunk_.store(c);
-    const bool ok = source_->submit(e, t.value);
-    busy_chunk_.store(-1);
-    ++reads_issued_;
-    ++inflight_;
-    if (!ok) {
-      --inflight_;
-      op.busy = false;
-      fail_with([&] { return "internal: the source refused a read into its free window " + std::to_string(w); });
-      return;
-    }
-  }
+  return fi;
 }
 
 bool Pager::reap_completions() {
-  if (inflight_ == 0) return false;
-  bool any = false;
-  while (inflight_ > 0) {
-    auto c = source_->reap(false);
-    if (!c) break;
-    on_completion(std::move(*c));
-    any = true;
+  if (fill_->inflight() == 0) return false;
+  const uint32_t n = fill_->reap(false);
+  if (n > 0) {
+    std::lock_guard lk(mu_);
+    src_stats_ = source_->stats();  // copied, so readers never race the pager thread
   }
-  return any;
+  return n > 0;
 }
 
-void Pager::on_completion(Completion&& c) {
-  --inflight_;
-  const uint64_t t = now_ns();
-  if (c.window < 0 || static_cast<size_t>(c.window) >= wops_.size() || !wops_[static_cast<size_t>(c.window)].busy) {
-    (void)plan_->complete_read(c);  // refused (no live ticket there): counted by the Plan
-    if (c.window >= 0 && static_cast<size_t>(c.window) < wops_.size()) source_->release(c);
-    fail_with([&] { return "internal: a completion for window " + std::to_string(c.window) + ", which holds no read"; });
-    return;
-  }
-  WindowOp& op = wops_[static_cast<size_t>(c.window)];
-  BundleRun& b = bundles_[op.bundle];
-  {
-    std::lock_guard lk(mu_);
-    read_hist_.record(t - op.submit_ns);
-    src_stats_ = source_->stats();
-  }
-  ++b.completed;
-  auto v = plan_->complete_read(c);
-  if (v.ok()) {
-    op.landed = true;  // HOST_READY: held until every read of the bundle was accepted
-    op.comp = std::move(c);
-  } else {
-    source_->release(c);
-    op.busy = false;
-    if (b.kind == FillKind::Readahead && readahead_windows_ > 0) --readahead_windows_;
-    if (v.error != PlanError::BundleFailed && v.error != PlanError::StaleEpoch && !b.failed) {
-      // A fatal rejection: the run fails closed (no further read, copy or publication), and
-      // nothing of this bundle is ever copied.
-      b.failed = true;
-      fail_closed_ = true;
-      const RejectionRecord rej = plan_->first_rejection();
-      const PlanError kind = v.error;
-      if (fault_.fired && fault_.rejection == PlanError::None) fault_.rejection = kind;
-      if (cfg_.fault != PagerFault::None && !fault_.fired) {
-        // The engine carried the hook out (eio, short-read, stale-completion).
-        fault_.fired = true;
-        fault_.rejection = kind;
-        fault_.step = step_;
-        fault_.bundle.assign(b.chunks.begin(), b.chunks.end());
-        fault_bundle_ = static_cast<int>(op.bundle);
-        if (auto* u = dynamic_cast<UringSource*>(source_.get())) fault_.read = u->fault_report().submission;
-      }
-      fail_with([&] {
-        std::string m = std::string("rejected ") + to_string(kind) + " completion for chunk " + std::to_string(op.chunk) +
-                        " (window " + std::to_string(op.tag & 0xffffffffu) + ", generation " +
-                        std::to_string(rej.kind == kind ? rej.generation : 0) + ", epoch " +
-                        std::to_string(rej.kind == kind ? rej.epoch : 0) + ")";
-        if (!c.error.empty()) {
-          m += ": ";
-          m += c.error;
-        }
-        m += "; nothing of its bundle (";
-        m += std::to_string(b.n);
-        m += " chunk(s):";
-        for (ChunkId x : b.chunks) {
-          m += ' ';
-          m += std::to_string(x);
-        }
-        m += ") was published";
-        return m;
-      });
-    } else {
-      b.failed = true;
-    }
-  }
-  if (b.failed) {
-    // Siblings that landed are retired without a copy (the Plan failed their bundle).
-    for (int32_t w : b.wins) {
-      WindowOp& o = wops_[static_cast<size_t>(w)];
-      if (!o.busy || !o.landed || o.bundle != op.bundle) continue;
-      auto r = plan_->begin_copy(o.tag);  // BundleFailed: retired, window FREE, nothing copied
-      (void)r;
-      source_->release(o.comp);
-      o.busy = o.landed = false;
-      if (b.kind == FillKind::Readahead && readahead_windows_ > 0) --readahead_windows_;
-    }
-    if (b.completed == b.n) drop_bundle(b);
-    return;
-  }
-  if (fail_closed_) return;  // after a fatal rejection nothing more is published (abandoned at close)
-  if (b.completed != b.n) return;
+// ---- FillOwner: what the fill path asks of the pager ----------------------------------
+
+bool Pager::copy(uint32_t, const CopyOrder& order, const Completion& c, uint64_t submit_ns) {
+  const ChunkId ch = manifest_->piece(order.piece).object;  // one object per chunk
+  const uint64_t len = chunk_length(ch), got = c.extent.length;
+  // The tail chunk publishes whole pages: zero the window's bytes past the file end.
+  if (len > got) std::memset(c.data + got, 0, len - got);
+  if (!publish(ch, c.data, got)) return false;
+  std::lock_guard lk(mu_);
+  fill_hist_.record(now_ns() - submit_ns);  // the read and the copy
+  return true;
+}
+
+void Pager::on_landed(uint32_t fi) {
+  BundleRun& b = bundles_[fi];
   if (b.kind == FillKind::Readahead) {
     b.ready = true;  // HOST_READY in its windows until its step begins
     ++readahead_ready_;
     publish_readahead();
     return;
   }
-  publish_bundle(b);
+  publish_bundle(b, fi);
 }
 
-void Pager::publish_bundle(BundleRun& b) {
-  // Every read of the bundle was accepted: copy (or move) each into the region, then publish
-  // the bundle in one Plan transition, book it and wake the waiters.
-  for (int32_t w : b.wins) {
-    WindowOp& op = wops_[static_cast<size_t>(w)];
-    const ChunkId c = op.chunk;
-    auto o = plan_->begin_copy(op.tag);  // HOST_READY -> COPYING
-    bool ok = o.ok() && !b.failed;
-    if (ok) {
-      const uint64_t len = chunk_length(c), got = op.comp.extent.length;
-      // The tail chunk publishes whole pages: zero the bytes past the file end.
-      if (len > got) std::memset(op.comp.data + got, 0, len - got);
-      ok = publish(c, op.comp.data, got);
-    }
-    source_->release(op.comp);
-    op.busy = op.landed = false;
-    if (b.kind == FillKind::Readahead && readahead_windows_ > 0) --readahead_windows_;
-    if (o.ok()) {
-      auto e = plan_->end_copy(op.tag);  // COPYING -> FREE (retires the ticket)
-      if (!e.ok()) {
-        const PlanError pe = e.error;
-        fail_with([&] { return "internal: the Plan refused the end of the copy of chunk " + std::to_string(c) + " (" +
-                               to_string(pe) + ")"; });
-        ok = false;
-      }
-    } else if (!b.failed) {
-      const PlanError pe = o.error;
-      fail_with([&] { return "internal: the Plan refused the copy of chunk " + std::to_string(c) + " (" + to_string(pe) + ")"; });
-    }
-    if (!ok) b.failed = true;  // the rest is not copied; the Plan abandons its tickets at close
-    if (ok) {
-      std::lock_guard lk(mu_);
-      fill_hist_.record(now_ns() - op.submit_ns);  // the read and the copy
+void Pager::on_rejected(uint32_t fi, PlanError kind, const Completion& c) {
+  // A fatal rejection: the run fails closed (no further read, copy or publication), and
+  // nothing of this bundle is ever copied.
+  BundleRun& b = bundles_[fi];
+  fail_closed_ = true;
+  fill_->fail_closed();
+  const RejectionRecord rej = plan_->first_rejection();
+  const ChunkId chunk = rej.kind == kind && rej.slot >= 0 ? static_cast<ChunkId>(rej.slot) : b.chunks[0];
+  {
+    std::lock_guard lk(mu_);
+    if (!rejection_.any) {
+      rejection_ = PagerRejectionReport{true, kind, step_, b.chunks, 0};
+      rejected_bundle_ = static_cast<int>(fi);
     }
   }
-  if (b.failed) {
+  fail_with([&] {
+    std::string m = std::string("rejected ") + to_string(kind) + " completion for chunk " + std::to_string(chunk) +
+                    " (window " + std::to_string(c.window) + ", generation " +
+                    std::to_string(rej.kind == kind ? rej.generation : 0) + ", epoch " +
+                    std::to_string(rej.kind == kind ? rej.epoch : 0) + ")";
+    if (!c.error.empty()) m += ": " + c.error;
+    m += "; nothing of its bundle (" + std::to_string(b.n) + " chunk(s):";
+    for (ChunkId x : b.chunks) m += ' ' + std::to_string(x);
+    return m + ") was published";
+  });
+}
+
+void Pager::on_dropped(uint32_t fi) { drop_bundle(bundles_[fi]); }
+
+void Pager::on_internal(uint32_t fi, const char* what, PlanError e) {
+  const ChunkId c = fi < bundles_.size() && !bundles_[fi].chunks.empty() ? bundles_[fi].chunks[0] : 0;
+  fail_with([&] {
+    return std::string("internal: ") + what + (fi < bundles_.size() ? " (bundle of chunk " + std::to_string(c) + ")" : "") +
+           (e == PlanError::None ? "" : std::string(": ") + to_string(e));
+  });
+}
+
+// ---- publication -------------------------------------------------------------------------
+
+void Pager::publish_bundle(BundleRun& b, uint32_t fi) {
+  // Every read of the bundle was accepted: copy (or move) each into the region, then publish
+  // the bundle in one Plan transition, book it and wake the waiters.
+  if (!fill_->land(fi)) {
+    fill_->forget(fi);  // the rest is not copied; the Plan abandons its tickets at close
     drop_bundle(b);
     return;
   }
   std::unique_lock lk(mu_);
-  if (const PlanError e = plan_->publish(b.handle); e != PlanError::None) {
+  if (const PlanError e = fill_->publish(fi); e != PlanError::None) {
     lk.unlock();
     fail_with([&] { return "internal: the Plan refused to publish the bundle of chunk " + std::to_string(b.chunks[0]) +
                            " (" + to_string(e) + ")"; });
+    fill_->forget(fi);
     drop_bundle(b);
     return;
   }
-  for (ChunkId c : b.chunks) {
-    --filling_;
-    ++fills_[c];
-    if (b.kind == FillKind::Demand) {
-      ++st_.demand_fills;
-      if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
-      last_demand_step_[c] = static_cast<int64_t>(step_);
-      if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
-    } else {
-      ++st_.prefetch_fills;
-      if (b.kind == FillKind::Readahead) ++st_.readahead_fills;
-      if (trace_) trace_->append(step_, c, TraceKind::PrefetchFill);
-    }
-    if (mapped_pages_[c] == 0) {
-      // Unmapped while we read it: nothing to keep (its slot's version goes at once).
-      state_[c] = State::Absent;
-      prefetched_unused_[c] = 0;
-      if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
-      continue;
-    }
-    state_[c] = State::Resident;
-    resident_list_.push_back(c);
-    // A demand fill is an access; so is a read-ahead fill (for LRU: the access it stands in
-    // for is one step away). Arm E's prefetch is not.
-    if (b.kind != FillKind::Prefetch) policy_->on_access(c);
-    policy_->on_fill(c);
-  }
+  for (ChunkId c : b.chunks) book_fill_locked(c, b.kind);
   st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
   ++st_.bundles_published;
   if (b.kind == FillKind::Readahead) ++st_.readahead_bundles;
-  if (static_cast<int>(&b - bundles_.data()) == fault_bundle_) fault_.bundle_chunks_published += b.n;
+  if (static_cast<int>(fi) == rejected_bundle_) rejection_.bundle_chunks_published += b.n;
   if (cfg_.eager_reconcile) reconcile_locked();
   // The waiters' accounting; the wakes follow (DONTWAKE above: a woken thread finds the
   // fill in the books).
@@ -1381,6 +1184,36 @@ void Pager::publish_bundle(BundleRun& b) {
     wake_chunk(c);
     maybe_collapse(c);
   }
+}
+
+// A published chunk in the pager's books: resident (or, unmapped meanwhile, gone at once),
+// counted, traced, and told to the policy.
+void Pager::book_fill_locked(ChunkId c, FillKind kind) {
+  --filling_;
+  ++fills_[c];
+  if (kind == FillKind::Demand) {
+    ++st_.demand_fills;
+    if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
+    last_demand_step_[c] = static_cast<int64_t>(step_);
+    if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
+  } else {
+    ++st_.prefetch_fills;
+    if (kind == FillKind::Readahead) ++st_.readahead_fills;
+    if (trace_) trace_->append(step_, c, TraceKind::PrefetchFill);
+  }
+  if (mapped_pages_[c] == 0) {
+    // Unmapped while we read it: nothing to keep (its slot's version goes at once).
+    state_[c] = State::Absent;
+    prefetched_unused_[c] = 0;
+    if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
+    return;
+  }
+  state_[c] = State::Resident;
+  resident_list_.push_back(c);
+  // A demand fill is an access; so is a read-ahead fill (for LRU: the access it stands in
+  // for is one step away). Arm E's prefetch is not.
+  if (kind != FillKind::Prefetch) policy_->on_access(c);
+  policy_->on_fill(c);
 }
 
 void Pager::drop_bundle(BundleRun& b) {
@@ -1441,9 +1274,11 @@ std::span<const ChunkId> Pager::readahead_chunks_of(uint64_t step) {
 bool Pager::maybe_readahead() {
   if (!cfg_.readahead || fail_closed_ || failed_ || stopping_ || paused_) return false;
   // At most windows - 1 windows for read-ahead: one stays free for demand reads.
-  const uint32_t cap = wops_.size() > 1 ? static_cast<uint32_t>(wops_.size()) - 1 : 0;
-  if (readahead_windows_ >= cap) return false;
-  const uint32_t avail = std::min(free_windows(), cap - readahead_windows_);
+  const uint32_t windows = static_cast<uint32_t>(source_->window_count());
+  const uint32_t cap = windows > 1 ? windows - 1 : 0;
+  const uint32_t held = readahead_windows();
+  if (held >= cap) return false;
+  const uint32_t avail = std::min(free_windows(), cap - held);
   if (avail == 0) return false;
   int bi = -1;
   uint64_t target = 0;
@@ -1472,22 +1307,17 @@ bool Pager::maybe_readahead() {
     if (bi < 0) return false;
     bundles_[static_cast<size_t>(bi)].target = target;
     for (ChunkId c : ra_chunks_) prefetched_unused_[c] = 1;
-    if (cfg_.fault == PagerFault::BundleExtentFailure && !fault_armed_ && ra_chunks_.size() >= 2 &&
-        reads_issued_ + ra_chunks_.size() - 1 >= cfg_.fault_at) {
-      // The hook: the last read of this bundle fails (-EIO) after the others were submitted.
-      if (auto* u = dynamic_cast<UringSource*>(source_.get())) {
-        u->inject(UringFaultKind::Eio, reads_issued_ + ra_chunks_.size() - 1);
-        fault_armed_ = true;
-        fault_.fired = true;
-        fault_.read = reads_issued_ + ra_chunks_.size() - 1;
-        fault_.step = step_;
-        fault_.bundle.assign(ra_chunks_.begin(), ra_chunks_.end());
-        fault_bundle_ = bi;
-      }
-    }
   }
-  issue_bundle(bi);
+  fill_->issue();
   return true;
+}
+
+// Windows held by read-ahead bundles (issued, not yet released).
+uint32_t Pager::readahead_windows() const {
+  uint32_t n = 0;
+  for (size_t i = 0; i < bundles_.size(); ++i)
+    if (bundles_[i].live && bundles_[i].kind == FillKind::Readahead) n += fill_->windows_held(static_cast<uint32_t>(i));
+  return n;
 }
 
 bool Pager::publish_readahead() {
@@ -1499,7 +1329,8 @@ bool Pager::publish_readahead() {
   bool any = false;
   const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
   for (BundleRun& b : bundles_) {
-    if (!b.live || b.kind != FillKind::Readahead || !b.ready || b.failed) continue;
+    const uint32_t fi = static_cast<uint32_t>(&b - bundles_.data());
+    if (!b.live || b.kind != FillKind::Readahead || !b.ready || fill_->failed(fi)) continue;
     bool due;
     {
       std::lock_guard lk(mu_);
@@ -1551,7 +1382,7 @@ bool Pager::publish_readahead() {
     }
     b.ready = false;
     --readahead_ready_;
-    publish_bundle(b);
+    publish_bundle(b, fi);
     any = true;
   }
   return any;
@@ -1692,7 +1523,7 @@ bool Pager::maybe_prefetch() {
     if (bi < 0) return false;
     prefetched_unused_[chosen] = 1;
   }
-  issue_bundle(bi);
+  fill_->issue();
   return true;
 }
 

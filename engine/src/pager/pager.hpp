@@ -84,6 +84,7 @@
 #include "pager/signal_audit.hpp"
 #include "pager/trace.hpp"
 #include "pager/uffd.hpp"
+#include "plan/fill.hpp"
 #include "plan/manifest.hpp"
 #include "plan/state.hpp"
 #include "policy/policy.hpp"
@@ -94,20 +95,6 @@ namespace resid {
 enum class HugeChunks { Off, Move, Collapse };
 const char* to_string(HugeChunks h);
 std::optional<HugeChunks> parse_huge_chunks(std::string_view s);
-
-// Deterministic source fault hooks (tests; generate's RESIDCTL_FAULT_SOURCE). They fire at
-// the pager's read index `fault_at` (0-based, in submission order), or the first eligible
-// read at or after it:
-//   eio                    the read's completion result is -EIO (uring);
-//   short-read             the kernel is asked for half the aligned span: a real short read (uring);
-//   stale-completion       the completion carries the previous ticket of its window (uring);
-//   wrong-object           the read is submitted for the next chunk's extent (any source);
-//   bundle-extent-failure  the last read of the first read-ahead bundle of two or more
-//                          chunks fails with -EIO (uring, read-ahead).
-// Each is a fatal rejection: the run fails and nothing of the bundle is published.
-enum class PagerFault : uint8_t { None, Eio, ShortRead, StaleCompletion, WrongObject, BundleExtentFailure };
-const char* to_string(PagerFault f);
-std::optional<PagerFault> parse_pager_fault(std::string_view s);
 
 struct PagerConfig {
   uint64_t chunk_size = 2u << 20;  // multiple of the page size
@@ -127,8 +114,6 @@ struct PagerConfig {
   // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
   // steps' own chunks (step_chunks, or chunk s mod chunks).
   std::vector<std::vector<ChunkId>> readahead_steps;
-  PagerFault fault = PagerFault::None;
-  uint64_t fault_at = 0;
 };
 
 struct PagerStats {
@@ -179,18 +164,17 @@ struct PagerSourceReport {
   uint64_t rejection_allocations = 0;       // building rejection and failure messages
 };
 
-struct PagerFaultReport {
-  PagerFault cell = PagerFault::None;
-  uint64_t fault_at = 0;
-  bool fired = false;
-  uint64_t read = 0;                    // the read index it hit
+// The first fatal rejection of a read (a storage fault, or an injected one): the bundle it
+// belonged to, and how many of that bundle's chunks were ever published (must stay 0).
+struct PagerRejectionReport {
+  bool any = false;
+  PlanError kind = PlanError::None;
   uint64_t step = 0;
-  std::vector<ChunkId> bundle;          // the chunks of the faulted read's bundle
-  uint64_t bundle_chunks_published = 0; // must stay 0
-  PlanError rejection = PlanError::None;
+  std::vector<ChunkId> bundle;
+  uint64_t bundle_chunks_published = 0;
 };
 
-class Pager {
+class Pager final : private FillOwner {
  public:
   // Oversize steps: chunks pinned per compute thread (see above).
   static constexpr uint32_t kPinsPerThread = 2;
@@ -230,7 +214,7 @@ class Pager {
   std::optional<PlanError> plan_shutdown() const;
   // After shutdown: the source and window report.
   PagerSourceReport source_report() const;
-  PagerFaultReport fault_report() const;
+  PagerRejectionReport rejection_report() const;
   // Negative control: ask the Plan to recycle chunk c's slot (an eviction) regardless of the
   // pager's own rule. Refused with ConsumersLive while c has a consumer or a pin; if the
   // Plan agrees, the chunk is evicted. Returns the Plan's answer.
@@ -278,10 +262,9 @@ class Pager {
   // the pager once a fill has been in progress longer than watchdog_s.
   void check_stall();
 
-  // Hold the fault loop (faults queue up unserved); shutdown() releases it. For tests.
+  // Hold the fault loop (faults queue up unserved); shutdown() releases it. A test control
+  // (the T-suite's shutdown with faults outstanding), not a fault cell.
   void pause(bool on);
-  // Number of fault messages read and not yet served.
-  size_t pending_faults() const;
   // One reconcile check now; returns the mismatching chunks it found.
   uint64_t reconcile_now();
   // Description of the first reconcile mismatch (empty if none).
@@ -295,27 +278,15 @@ class Pager {
     uint64_t t_read_ns;
     bool trigger;  // this fault started its chunk's demand read
   };
-  // A read in a source window (pager thread only).
-  struct WindowOp {
-    bool busy = false;    // submitted, or landed and waiting for the rest of its bundle
-    bool landed = false;  // accepted by the Plan: HOST_READY
-    ChunkId chunk = 0;
-    uint64_t tag = 0;
-    uint32_t bundle = 0;
-    uint64_t submit_ns = 0;
-    Completion comp;
-  };
+  // The pager's side of a fill (indexed like the fill path's fills).
   struct BundleRun {
     bool live = false;
-    bool failed = false;
     FillKind kind = FillKind::Demand;
-    BundleHandle handle = 0;
-    uint32_t n = 0, completed = 0;
+    uint32_t n = 0;
     bool ready = false;   // read-ahead: every read landed, waiting for its step
     bool roomed = false;  // its chunks' room is counted in filling_
     uint64_t target = 0;  // read-ahead: the step it is for
     std::vector<ChunkId> chunks;  // capacity: the window count
-    std::vector<int32_t> wins;
   };
 
   void loop();
@@ -329,10 +300,16 @@ class Pager {
   bool evict_locked(ChunkId c);
   uint32_t free_windows() const;
   int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
-  void issue_bundle(int bi);
   bool reap_completions();
-  void on_completion(Completion&& c);
-  void publish_bundle(BundleRun& b);
+  uint32_t readahead_windows() const;
+  // FillOwner (plan/fill.hpp), on the pager thread.
+  bool copy(uint32_t fill, const CopyOrder& order, const Completion& c, uint64_t submit_ns) override;
+  void on_landed(uint32_t fill) override;
+  void on_rejected(uint32_t fill, PlanError kind, const Completion& c) override;
+  void on_dropped(uint32_t fill) override;
+  void on_internal(uint32_t fill, const char* what, PlanError e) override;
+  void publish_bundle(BundleRun& b, uint32_t fill);
+  void book_fill_locked(ChunkId c, FillKind kind);
   void drop_bundle(BundleRun& b);
   void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind);
   void close_reads();
@@ -398,7 +375,7 @@ class Pager {
   SignalAudit audit_;
   uint64_t step_ = 0;
   PagerStats st_;
-  LatencyHistogram fault_hist_, fill_hist_, read_hist_;
+  LatencyHistogram fault_hist_, fill_hist_;
   std::string error_;
   std::function<void()> on_failure_;
   bool failure_callback_due_ = false;  // failed under mu_: the loop calls on_failure_
@@ -413,13 +390,10 @@ class Pager {
   // Pager thread only.
   std::vector<PendingFault> pending_;
   std::vector<ChunkId> candidates_;
-  std::vector<WindowOp> wops_;          // one per source window
+  std::unique_ptr<FillPath> fill_;      // the one fill path (after the Plan)
   std::vector<BundleRun> bundles_;      // at most one per window at a time
-  uint32_t inflight_ = 0;               // reads submitted, completion not handled yet
   bool fail_closed_ = false;            // a fatal rejection: no further read, copy or publication
-  uint32_t readahead_windows_ = 0;      // windows held by read-ahead bundles
   uint32_t readahead_ready_ = 0;        // read-ahead bundles landed, waiting for their step
-  uint64_t reads_issued_ = 0;
   int cfd_ = -1;                        // the source's completion eventfd (-1: blocking)
   bool blocking_ = true;
   uint64_t ra_done_step_ = UINT64_MAX;  // the step whose read-ahead is complete
@@ -428,20 +402,15 @@ class Pager {
   uint64_t cur_stamp_ = 0;
   std::vector<ChunkId> ra_chunks_;
   std::vector<int32_t> req_slots_;      // a bundle's request (no allocation on the read path)
-  std::vector<uint32_t> req_objs_;
   std::vector<uint64_t> req_tags_;
   ChunkId one_chunk_ = 0;
   AllocCounts alloc0_{}, alloc1_{};
   bool alloc_done_ = false;  // the fault loop has closed (guarded by mu_)
   uint64_t closed_source_windows_free_ = 0;
   uint64_t cancellations_ = 0;
-  PagerFaultReport fault_;
-  int fault_bundle_ = -1;               // the bundle the fault hook hit
-  bool fault_armed_ = false;
+  PagerRejectionReport rejection_;       // guarded by mu_
+  int rejected_bundle_ = -1;            // the fill of the first fatal rejection
   bool watchdog_reported_ = false;
-  std::atomic<size_t> pending_count_{0};
-  std::atomic<int64_t> busy_chunk_{-1};      // chunk being filled, -1 when none
-  std::atomic<uint64_t> busy_since_ns_{0};
 
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};

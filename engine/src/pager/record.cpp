@@ -117,18 +117,14 @@ nlohmann::json pager_readahead_json(const Pager* p) {
           {"bundles_published", s.bundles_published}};
 }
 
-nlohmann::json pager_fault_json(const Pager* p) {
+nlohmann::json pager_rejection_json(const Pager* p) {
   if (!p) return nullptr;
-  const PagerFaultReport f = p->fault_report();
-  if (f.cell == PagerFault::None) return nullptr;
-  return {{"cell", to_string(f.cell)},
-          {"fault_at", f.fault_at},
-          {"fired", f.fired},
-          {"read", f.fired ? nlohmann::json(f.read) : nlohmann::json(nullptr)},
-          {"step", f.fired ? nlohmann::json(f.step) : nlohmann::json(nullptr)},
-          {"bundle", f.bundle},
-          {"bundle_chunks_published", f.bundle_chunks_published},
-          {"rejection", f.rejection == PlanError::None ? nlohmann::json(nullptr) : nlohmann::json(to_string(f.rejection))}};
+  const PagerRejectionReport r = p->rejection_report();
+  if (!r.any) return nullptr;
+  return {{"kind", to_string(r.kind)},
+          {"step", r.step},
+          {"bundle", r.bundle},
+          {"bundle_chunks_published", r.bundle_chunks_published}};
 }
 
 std::string pager_close_error(const Pager& p) {

@@ -23,8 +23,8 @@ nlohmann::json pager_source_json(const Pager* p);
 nlohmann::json pager_plan_json(const Pager* p);
 // `readahead`: F's bundles (zeros without read-ahead); null for arm A.
 nlohmann::json pager_readahead_json(const Pager* p);
-// `fault`: the source fault hook's report (null without one).
-nlohmann::json pager_fault_json(const Pager* p);
+// `rejection`: the first fatal rejection of a read and its bundle (null when none).
+nlohmann::json pager_rejection_json(const Pager* p);
 // Why a run whose pager shut down is not cleanly closed ("" when it is): the Plan refused
 // to shut down, a ticket is outstanding, a window is not FREE, or eager reconcile found a
 // violation of the Plan's invariants.

@@ -7,16 +7,6 @@
 
 namespace resid {
 
-const char* to_string(WindowPhase p) {
-  switch (p) {
-    case WindowPhase::Free: return "FREE";
-    case WindowPhase::Reading: return "READING";
-    case WindowPhase::HostReady: return "HOST_READY";
-    case WindowPhase::Copying: return "COPYING";
-  }
-  return "?";
-}
-
 const char* to_string(SlotPhase p) {
   switch (p) {
     case SlotPhase::Vacant: return "VACANT";

@@ -62,12 +62,11 @@
 
 #include "plan/manifest.hpp"
 #include "source/source.hpp"
+#include "source/window.hpp"
 
 namespace resid {
 
-enum class WindowPhase : uint8_t { Free, Reading, HostReady, Copying };
 enum class SlotPhase : uint8_t { Vacant, Loading, DeviceReady, InUse, Recyclable };
-const char* to_string(WindowPhase p);
 const char* to_string(SlotPhase p);
 
 enum class PlanError : uint8_t {

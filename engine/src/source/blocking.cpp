@@ -35,7 +35,7 @@ Completion BlockingSource::reject(Completion c, RejectReason reason, std::string
 bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   const int w = windows_.find_free();
   if (w < 0 || ready_) return false;
-  windows_.transition(static_cast<size_t>(w), WindowState::Free, WindowState::Reading);
+  windows_.transition(static_cast<size_t>(w), WindowPhase::Free, WindowPhase::Reading);
   Completion c;
   c.tag = tag;
   c.extent = e;
@@ -50,7 +50,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   };
   if (e.length == 0 || e.offset > file_size_ || e.length > file_size_ - e.offset) {
     RejectionPathScope scope;  // the message is the rejection's, not the read path's
-    windows_.transition(w, WindowState::Reading, WindowState::HostReady);
+    windows_.transition(w, WindowPhase::Reading, WindowPhase::HostReady);
     ready_ = reject(std::move(c), RejectReason::OutsideFile, "extent " + what() + " is outside the file (" +
                                       std::to_string(file_size_) + " bytes)");
     return true;
@@ -63,7 +63,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   const uint64_t span = end - start;
   if (span > windows_.capacity()) {
     RejectionPathScope scope;
-    windows_.transition(w, WindowState::Reading, WindowState::HostReady);
+    windows_.transition(w, WindowPhase::Reading, WindowPhase::HostReady);
     ready_ = reject(std::move(c), RejectReason::TooLarge, "extent " + what() + " needs " + std::to_string(span) +
                                       " aligned bytes, the window holds " +
                                       std::to_string(windows_.capacity()));
@@ -80,7 +80,7 @@ bool BlockingSource::submit(const Extent& e, uint64_t tag) {
   } while (n < 0 && errno == EINTR);
   const int err = errno;
   stats_.read_ns += now_ns() - t0;
-  windows_.transition(w, WindowState::Reading, WindowState::HostReady);
+  windows_.transition(w, WindowPhase::Reading, WindowPhase::HostReady);
 
   if (n < 0) {
     RejectionPathScope scope;
@@ -107,7 +107,7 @@ std::optional<Completion> BlockingSource::reap(bool /*wait*/) {
 
 void BlockingSource::release(const Completion& c) {
   if (c.window < 0) throw std::logic_error("release of a completion without a window");
-  windows_.transition(static_cast<size_t>(c.window), WindowState::HostReady, WindowState::Free);
+  windows_.transition(static_cast<size_t>(c.window), WindowPhase::HostReady, WindowPhase::Free);
 }
 
 }  // namespace resid

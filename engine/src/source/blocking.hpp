@@ -29,6 +29,12 @@ class BlockingSource final : public Source {
   void drain() override {}
   int free_window() const override { return ready_ ? -1 : windows_.find_free(); }
   size_t windows_free() const override { return windows_.find_free() >= 0 ? 1 : 0; }
+  size_t max_inflight() const override { return 1; }
+  bool registered_buffers() const override { return false; }
+  // A read completes inside submit(); it counts as in flight until it is reaped.
+  size_t inflight() const override { return ready_ ? 1 : 0; }
+  void begin_bundle(uint32_t) override {}
+  int completion_fd() override { return -1; }
   SourceStats stats() const override { return stats_; }
 
  private:

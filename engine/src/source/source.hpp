@@ -1,7 +1,15 @@
-// Source: reads extents of a file into windows. The interface is submit/reap/release so an
-// asynchronous engine (io_uring, several windows) fits the same shape; the blocking
-// engines complete inside submit(). A completion that is short, negative, or for an
-// extent outside the file is a rejection: it carries an error and is never published.
+// Source: reads extents of one file into windows. Like fio's ioengine table, one interface
+// whose every hook's contract is written here once; engines: `buffered` (P: pread through
+// the page cache), `direct` (D: blocking O_DIRECT into one window), `uring` (F: io_uring,
+// O_DIRECT, N windows, bounded depth), and the fault decorator (source/fault.hpp) that
+// wraps any of them. No caller needs to know which engine it holds.
+//
+// A read's life: submit(extent, tag) puts it in a FREE window (READING); its completion
+// comes back from reap() (the window is HOST_READY, its bytes at Completion::data); the
+// caller hands the completion back with release() (FREE). Every accepted submit yields
+// exactly one completion. A completion that is short, negative, or for an extent outside
+// the file or wider than a window is a rejection: it carries a reason and an error and its
+// bytes must never be published.
 #pragma once
 
 #include <cstddef>
@@ -46,33 +54,46 @@ std::optional<SourceEngine> parse_source_engine(std::string_view s);
 class Source {
  public:
   virtual ~Source() = default;
+
+  // ---- identity and geometry (fixed at open) ------------------------------------------
   virtual SourceEngine engine() const = 0;
   virtual uint64_t file_size() const = 0;
   virtual size_t window_count() const = 0;
+  // The largest aligned span one read may occupy.
   virtual size_t window_capacity() const = 0;
-  virtual size_t window_bytes() const = 0;  // memory held by windows (paid from the budget)
-  virtual uint32_t alignment() const = 0;   // request alignment (1 for buffered)
-
-  // Start a read of `e` into a free window. Returns false when no window is free
-  // (reap and release first). A read that cannot even start is still accepted and
-  // completes as a rejection, so every submit yields exactly one completion.
-  virtual bool submit(const Extent& e, uint64_t tag) = 0;
-  // Next completion; with wait=false returns nullopt when none is ready.
-  virtual std::optional<Completion> reap(bool wait) = 0;
-  // Return the completion's window to FREE (after its bytes were published or dropped).
-  virtual void release(const Completion& c) = 0;
-  // Wait for every in-flight read (their completions stay reapable).
-  virtual void drain() = 0;
-  // The window the next submit() will use, or -1 when none is free (or unknown).
-  virtual int free_window() const { return -1; }
-  // Windows FREE now (not reading, not holding a completion).
-  virtual size_t windows_free() const { return free_window() >= 0 ? 1 : 0; }
+  // Memory the windows hold (a pager pays it from its budget).
+  virtual size_t window_bytes() const = 0;
+  // Request alignment of the file's reads (1 without O_DIRECT).
+  virtual uint32_t alignment() const = 0;
   // Most reads in flight at once (the blocking engines: 1).
-  virtual size_t max_inflight() const { return 1; }
-  // A file descriptor that becomes readable when a completion is ready (an eventfd the
-  // engine signals; read it to re-arm), or -1 when completions are ready when submit()
+  virtual size_t max_inflight() const = 0;
+  // The windows are registered with the kernel (io_uring fixed buffers).
+  virtual bool registered_buffers() const = 0;
+
+  // ---- the read path (the owner's thread; nothing here allocates on an accepted read) ----
+  // The window the next submit() will use, or -1 when none is free or the depth is reached.
+  virtual int free_window() const = 0;
+  // Windows FREE now (not reading, not holding a completion).
+  virtual size_t windows_free() const = 0;
+  // Reads submitted whose completion has not been reaped.
+  virtual size_t inflight() const = 0;
+  // A hint that the next `reads` submissions are one bundle (published all-or-nothing);
+  // engines ignore it, the fault decorator's bundle-extent-failure cell uses it.
+  virtual void begin_bundle(uint32_t reads) = 0;
+  // Start a read of `e` into free_window(). False when no window is free (reap and release
+  // first). A read that cannot even start is still accepted and completes as a rejection,
+  // so every accepted submit yields exactly one completion.
+  virtual bool submit(const Extent& e, uint64_t tag) = 0;
+  // The next completion; with wait=false nullopt when none is ready.
+  virtual std::optional<Completion> reap(bool wait) = 0;
+  // Return a reaped completion's window to FREE (after its bytes were published or dropped).
+  virtual void release(const Completion& c) = 0;
+  // Wait for every read in flight; their completions stay reapable.
+  virtual void drain() = 0;
+  // A descriptor that becomes readable when a completion is ready (an eventfd the engine
+  // signals; read it to re-arm), or -1 when completions are ready as soon as submit()
   // returns (the blocking engines). The first call sets it up.
-  virtual int completion_fd() { return -1; }
+  virtual int completion_fd() = 0;
 
   virtual SourceStats stats() const = 0;
 };

@@ -40,11 +40,11 @@ UringSource::UringSource(const std::string& path, size_t window_capacity, const 
     throw InputError("window capacity " + std::to_string(windows_.capacity()) +
                      " is not a multiple of the direct-I/O alignment " + std::to_string(align_));
   }
-  entries_ = pow2_at_least(depth_);
-  const int r = io_uring_queue_init(entries_, &ring_, 0);
+  const unsigned entries = pow2_at_least(depth_);
+  const int r = io_uring_queue_init(entries, &ring_, 0);
   if (r < 0) {
     ::close(fd_);
-    throw InputError("io_uring_queue_init(" + std::to_string(entries_) + ") failed (" + errno_name(-r) +
+    throw InputError("io_uring_queue_init(" + std::to_string(entries) + ") failed (" + errno_name(-r) +
                      "): io_uring is unavailable here; use --source direct");
   }
   ring_ready_ = true;
@@ -93,12 +93,6 @@ int UringSource::completion_fd() {
   return event_fd_;
 }
 
-void UringSource::inject(UringFaultKind kind, uint64_t at_submission) {
-  fault_kind_ = kind;
-  fault_at_ = at_submission;
-  fault_report_ = {};
-}
-
 int UringSource::free_window() const {
   if (inflight_ >= depth_) return -1;
   return windows_.find_free();
@@ -106,7 +100,7 @@ int UringSource::free_window() const {
 
 size_t UringSource::windows_free() const {
   size_t n = 0;
-  for (size_t w = 0; w < windows_.count(); ++w) n += windows_.state(w) == WindowState::Free;
+  for (size_t w = 0; w < windows_.count(); ++w) n += windows_.state(w) == WindowPhase::Free;
   return n;
 }
 
@@ -114,16 +108,12 @@ bool UringSource::submit(const Extent& e, uint64_t tag) {
   if (inflight_ >= depth_) return false;
   const int w = windows_.find_free();
   if (w < 0) return false;
-  windows_.transition(static_cast<size_t>(w), WindowState::Free, WindowState::Reading);
+  windows_.transition(static_cast<size_t>(w), WindowPhase::Free, WindowPhase::Reading);
   Op& op = ops_[static_cast<size_t>(w)];
-  op.has_prev = op.used;
-  op.used = true;
-  op.prev_tag = op.tag;
   op.tag = tag;
   op.extent = e;
   op.seq = submissions_++;
   op.pre_reject = RejectReason::None;
-  op.fault = UringFaultKind::None;
   ++stats_.reads;
   stats_.logical_bytes += e.length;
 
@@ -144,23 +134,7 @@ bool UringSource::submit(const Extent& e, uint64_t tag) {
   stats_.physical_bytes += op.span;
   stats_.padding_bytes += op.span - e.length;
 
-  uint64_t nbytes = op.span;
-  if (fault_kind_ != UringFaultKind::None && !fault_report_.fired && op.seq >= fault_at_) {
-    bool eligible = true;
-    if (fault_kind_ == UringFaultKind::ShortRead) eligible = op.span >= 2 * a;
-    if (fault_kind_ == UringFaultKind::Stale) eligible = op.has_prev;
-    if (eligible) {
-      op.fault = fault_kind_;
-      fault_report_.fired = true;
-      fault_report_.submission = op.seq;
-      fault_report_.window = w;
-      fault_report_.tag = tag;
-      fault_report_.presented_tag = fault_kind_ == UringFaultKind::Stale ? op.prev_tag : tag;
-      fault_report_.extent = e;
-      if (fault_kind_ == UringFaultKind::ShortRead) nbytes = (op.span / 2) / a * a;
-    }
-  }
-
+  const uint64_t nbytes = op.span;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (!sqe) throw std::logic_error("uring: no SQE although in-flight reads are below the ring size");
   std::byte* buf = windows_.data(static_cast<size_t>(w));
@@ -186,7 +160,7 @@ Completion UringSource::rejected(Op& op, RejectReason reason, int res) {
   RejectionPathScope scope;
   ++stats_.rejections;
   Completion c;
-  c.tag = op.fault == UringFaultKind::Stale ? op.prev_tag : op.tag;
+  c.tag = op.tag;
   c.extent = op.extent;
   c.window = op.window;
   c.reason = reason;
@@ -216,11 +190,10 @@ Completion UringSource::rejected(Op& op, RejectReason reason, int res) {
 }
 
 Completion UringSource::finish(Op& op, int res) {
-  if (op.fault == UringFaultKind::Eio) res = -EIO;
   if (res < 0) return rejected(op, RejectReason::Failed, res);
   if (static_cast<uint64_t>(res) < op.head + op.extent.length) return rejected(op, RejectReason::ShortRead, res);
   Completion c;
-  c.tag = op.fault == UringFaultKind::Stale ? op.prev_tag : op.tag;
+  c.tag = op.tag;
   c.extent = op.extent;
   c.window = op.window;
   c.data = windows_.data(static_cast<size_t>(op.window)) + op.head;
@@ -233,7 +206,7 @@ std::optional<Completion> UringSource::reap(bool wait) {
     pre_head_ = (pre_head_ + 1) % pre_rejects_.size();
     --pre_count_;
     Op& op = ops_[static_cast<size_t>(w)];
-    windows_.transition(static_cast<size_t>(w), WindowState::Reading, WindowState::HostReady);
+    windows_.transition(static_cast<size_t>(w), WindowPhase::Reading, WindowPhase::HostReady);
     ++stats_.completions;
     return rejected(op, op.pre_reject, 0);
   }
@@ -253,14 +226,14 @@ std::optional<Completion> UringSource::reap(bool wait) {
   --inflight_;
   ++stats_.completions;
   stats_.read_ns += now_ns() - op.submit_ns;
-  windows_.transition(static_cast<size_t>(op.window), WindowState::Reading, WindowState::HostReady);
+  windows_.transition(static_cast<size_t>(op.window), WindowPhase::Reading, WindowPhase::HostReady);
   return finish(op, res);
 }
 
 void UringSource::release(const Completion& c) {
   if (c.window < 0 || static_cast<size_t>(c.window) >= windows_.count())
     throw std::logic_error("release of a completion without a window");
-  windows_.transition(static_cast<size_t>(c.window), WindowState::HostReady, WindowState::Free);
+  windows_.transition(static_cast<size_t>(c.window), WindowPhase::HostReady, WindowPhase::Free);
 }
 
 void UringSource::drain() {

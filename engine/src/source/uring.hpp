@@ -9,14 +9,6 @@
 // Rejections are never published: an extent that is empty, outside the file or wider than a
 // window completes rejected without reaching the kernel; a negative completion is a failed
 // read; fewer bytes than the extent's end is a short read.
-//
-// Fault injection (the deterministic fault cells, docs/run-contract.md `stream`): a kind
-// and the submission index it fires at (the first eligible read at or after it):
-//   short-read  the SQE asks the kernel for half the aligned span: a real short completion;
-//   eio         the completion's result is replaced by -EIO;
-//   stale       the completion is presented with the tag of the previous read on its window
-//               (a late duplicate of an earlier completion); the read's own completion is
-//               swallowed, so its ticket never completes (the fatal path drains and abandons).
 #pragma once
 
 #include <liburing.h>
@@ -30,17 +22,6 @@
 #include "source/window.hpp"
 
 namespace resid {
-
-enum class UringFaultKind : uint8_t { None, ShortRead, Eio, Stale };
-
-struct UringFaultReport {
-  bool fired = false;
-  uint64_t submission = 0;  // index of the read it hit
-  int window = -1;
-  uint64_t tag = 0;         // the read's own tag
-  uint64_t presented_tag = 0;  // the tag the completion carried (stale: the previous one)
-  Extent extent;
-};
 
 class UringSource final : public Source {
  public:
@@ -63,25 +44,17 @@ class UringSource final : public Source {
   int free_window() const override;
   size_t windows_free() const override;
   size_t max_inflight() const override { return depth_; }
+  bool registered_buffers() const override { return registered_; }
+  size_t inflight() const override { return inflight_; }
+  void begin_bundle(uint32_t) override {}
   // An eventfd registered with the ring (io_uring_register_eventfd): readable once a
   // completion is posted. Made on the first call.
   int completion_fd() override;
   SourceStats stats() const override { return stats_; }
 
-  size_t depth() const { return depth_; }
-  bool registered_buffers() const { return registered_; }
-  size_t inflight() const { return inflight_; }
-  unsigned ring_entries() const { return entries_; }
-
-  void inject(UringFaultKind kind, uint64_t at_submission);
-  UringFaultReport fault_report() const { return fault_report_; }
-
  private:
   struct Op {
     uint64_t tag = 0;
-    uint64_t prev_tag = 0;
-    bool has_prev = false;
-    bool used = false;
     Extent extent;
     int window = -1;
     uint64_t start = 0;  // aligned file offset
@@ -90,7 +63,6 @@ class UringSource final : public Source {
     uint64_t seq = 0;
     uint64_t submit_ns = 0;
     RejectReason pre_reject = RejectReason::None;  // rejected before reaching the kernel
-    UringFaultKind fault = UringFaultKind::None;
   };
 
   Completion finish(Op& op, int res);
@@ -101,7 +73,6 @@ class UringSource final : public Source {
   uint64_t file_size_ = 0;
   uint32_t align_ = 4096;
   size_t depth_ = 0;
-  unsigned entries_ = 0;
   bool registered_ = false;
   bool ring_ready_ = false;
   int event_fd_ = -1;
@@ -113,9 +84,6 @@ class UringSource final : public Source {
   uint64_t submissions_ = 0;
   io_uring ring_{};
   SourceStats stats_;
-  UringFaultKind fault_kind_ = UringFaultKind::None;
-  uint64_t fault_at_ = 0;
-  UringFaultReport fault_report_;
 };
 
 }  // namespace resid

@@ -12,11 +12,12 @@
 
 namespace resid {
 
-const char* to_string(WindowState s) {
-  switch (s) {
-    case WindowState::Free: return "FREE";
-    case WindowState::Reading: return "READING";
-    case WindowState::HostReady: return "HOST_READY";
+const char* to_string(WindowPhase p) {
+  switch (p) {
+    case WindowPhase::Free: return "FREE";
+    case WindowPhase::Reading: return "READING";
+    case WindowPhase::HostReady: return "HOST_READY";
+    case WindowPhase::Copying: return "COPYING";
   }
   return "?";
 }
@@ -55,7 +56,7 @@ WindowPool::WindowPool(size_t count, size_t capacity) {
     for (auto* b : bufs_) free_aligned_buffer(b, capacity_);
     throw;
   }
-  states_.assign(count, WindowState::Free);
+  states_.assign(count, WindowPhase::Free);
 }
 
 WindowPool::~WindowPool() {
@@ -64,11 +65,11 @@ WindowPool::~WindowPool() {
 
 int WindowPool::find_free() const {
   for (size_t i = 0; i < states_.size(); ++i)
-    if (states_[i] == WindowState::Free) return static_cast<int>(i);
+    if (states_[i] == WindowPhase::Free) return static_cast<int>(i);
   return -1;
 }
 
-void WindowPool::transition(size_t w, WindowState from, WindowState to) {
+void WindowPool::transition(size_t w, WindowPhase from, WindowPhase to) {
   if (w >= states_.size()) throw std::logic_error("window index out of range");
   if (states_[w] != from)
     throw std::logic_error("window " + std::to_string(w) + ": invalid transition " +

@@ -2,6 +2,8 @@
 // huge-page advised (O_DIRECT into huge pages reads about 2x faster than into 4 KiB pages),
 // prefaulted so its memory is charged at construction, never per read.
 // State machine: FREE -> READING -> HOST_READY -> FREE; any other transition is an error.
+// The Plan's windows (plan/state.hpp) add COPYING between HOST_READY and FREE: one phase
+// vocabulary for both.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +15,8 @@ namespace resid {
 
 constexpr size_t kHugeAlign = 2u << 20;
 
-enum class WindowState : uint8_t { Free, Reading, HostReady };
-const char* to_string(WindowState s);
+enum class WindowPhase : uint8_t { Free, Reading, HostReady, Copying };
+const char* to_string(WindowPhase p);
 
 class WindowPool {
  public:
@@ -29,17 +31,17 @@ class WindowPool {
   // Bytes the windows occupy: what the pager pays from its budget.
   size_t total_bytes() const { return capacity_ * states_.size(); }
   std::byte* data(size_t w) const { return bufs_[w]; }
-  WindowState state(size_t w) const { return states_[w]; }
+  WindowPhase state(size_t w) const { return states_[w]; }
 
   // Index of a FREE window, or -1.
   int find_free() const;
   // Checked transition; throws std::logic_error naming the window and both states.
-  void transition(size_t w, WindowState from, WindowState to);
+  void transition(size_t w, WindowPhase from, WindowPhase to);
 
  private:
   size_t capacity_;
   std::vector<std::byte*> bufs_;
-  std::vector<WindowState> states_;
+  std::vector<WindowPhase> states_;
 };
 
 // One 2 MiB-aligned, huge-page-advised, prefaulted anonymous buffer (munmap to free).

@@ -159,8 +159,7 @@ TEST_P(FaultCells, FailClosedOrRecoverExactly) {
   const CellCase k = GetParam();
   const std::string control = control_digest(k.bundle);
   StreamConfig c = base(std::string("cell-") + to_string(k.cell));
-  c.fault = k.cell;
-  c.fault_at = k.at;
+  c.fault = FaultSpec{k.cell, k.at};
   c.bundle = k.bundle;
   const int rc = run_stream(c);
   const json j = load(c.out + "/run.json");
@@ -196,7 +195,7 @@ TEST_P(FaultCells, FailClosedOrRecoverExactly) {
     EXPECT_EQ(j["verify"]["steps_consumed"], j["verify"]["steps"]);
   }
   switch (k.cell) {
-    case FaultCell::OutOfOrder: EXPECT_GE(f["reordered_completions"].get<int>(), 2); break;
+    case FaultCell::OutOfOrder: EXPECT_GE(f["reordered"].get<int>(), 2); break;
     case FaultCell::HeldConsumer:
       EXPECT_EQ(f["reuse_refusal"], "consumers-live");
       EXPECT_TRUE(f["held_version_untouched"].get<bool>());
@@ -234,20 +233,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(Stream, FaultPointsThatCannotFireAreBadInput) {
   StreamConfig c = base("bad");
-  c.fault = FaultCell::Eio;
-  c.fault_at = 10000;
+  c.fault = FaultSpec{FaultCell::Eio, 10000};
   EXPECT_THROW(run_stream(c), InputError);
-  c.fault = FaultCell::BundleExtentFailure;  // single-read bundles only
-  c.fault_at = 0;
+  c.fault = FaultSpec{FaultCell::BundleExtentFailure, 0};  // single-read bundles only
   c.window_bytes = 8u << 20;
   EXPECT_THROW(run_stream(c), InputError);
   c = base("bad2");
-  c.fault = FaultCell::HeldConsumer;
-  c.fault_at = 14;
+  c.fault = FaultSpec{FaultCell::HeldConsumer, 14};
   EXPECT_THROW(run_stream(c), InputError);
   c = base("bad3");
   c.source = SourceEngine::Direct;
-  c.fault = FaultCell::Eio;
+  c.fault = FaultSpec{FaultCell::OutOfOrder, 0};  // one window: nothing to reorder
   EXPECT_THROW(run_stream(c), InputError);
   EXPECT_FALSE(std::filesystem::exists(dir_.file("bad")));  // nothing written
 }
@@ -366,8 +362,10 @@ TEST_F(Stream, CliBadInputIsOneLineAndExit2) {
       {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--source", "mmap"},
       {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--windows", "2", "--depth", "3"},
       {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--source", "direct", "--windows", "8"},
-      {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--source", "direct", "--fault", "eio"},
+      {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--source", "direct", "--fault", "out-of-order"},
       {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--fault", "gremlins"},
+      {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--fault", "eio@x"},
+      {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--fault", "recycle-live"},
       {"stream", "--file", dir_.file("missing.bin"), "--out", out, "--object-bytes", "4096"},
       {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--window-bytes", "1000"},
       {"stream", "--file", file_, "--out", out, "--object-bytes", "4096", "--bundle", "9"},
@@ -387,7 +385,7 @@ TEST_F(Stream, CliBadInputIsOneLineAndExit2) {
 TEST_F(Stream, CliFatalFaultIsExit1WithTheNamedCause) {
   const std::string out = dir_.file("cli-fault");
   const Ran r = run_cli({"stream", "--file", file_, "--object-bytes", std::to_string(kObject), "--out", out, "--fault",
-                         "short-read", "--fault-at", "9"},
+                         "short-read@9"},
                         dir_.file("err"));
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(lines(r.err), 1u) << r.err;

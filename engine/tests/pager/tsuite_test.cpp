@@ -25,6 +25,7 @@
 #include "core/errors.hpp"
 #include "pager/pager.hpp"
 #include "pager/trace.hpp"
+#include "source/fault.hpp"
 #include "plan/state.hpp"
 #include "policy/declared.hpp"
 #include "policy/policy.hpp"
@@ -469,6 +470,11 @@ class StallingSource final : public Source {
   void drain() override { inner_->drain(); }
   int free_window() const override { return inner_->free_window(); }
   size_t windows_free() const override { return inner_->windows_free(); }
+  size_t max_inflight() const override { return inner_->max_inflight(); }
+  bool registered_buffers() const override { return inner_->registered_buffers(); }
+  size_t inflight() const override { return inner_->inflight(); }
+  void begin_bundle(uint32_t reads) override { inner_->begin_bundle(reads); }
+  int completion_fd() override { return inner_->completion_fd(); }
   SourceStats stats() const override { return inner_->stats(); }
 
  private:
@@ -741,7 +747,8 @@ struct UringRig {
   PagerConfig cfg;
   Trace trace{1 << 14};
   std::unique_ptr<Pager> pager;
-  explicit UringRig(ChunkId chunks, PagerFault fault = PagerFault::None) {
+  std::shared_ptr<const FaultReport> fault;
+  explicit UringRig(ChunkId chunks, FaultSpec spec = {}) {
     test::write_pattern_file(path, chunks * kChunk, kSeed);
     cfg.chunk_size = kChunk;
     cfg.budget_chunks = 8;
@@ -749,12 +756,13 @@ struct UringRig {
     cfg.watchdog_s = 20;
     cfg.step_chunks = triples(chunks);
     cfg.readahead = true;
-    cfg.fault = fault;
     cfg.huge = kHugeMode;
     SourceOptions so;
     so.windows = 4;
     so.depth = 4;
-    pager = std::make_unique<Pager>(open_source(SourceEngine::Uring, path, kChunk, so),
+    FaultySourceHandle fs = with_fault(open_source(SourceEngine::Uring, path, kChunk, so), spec);
+    fault = fs.report;
+    pager = std::make_unique<Pager>(std::move(fs.source),
                                     make_sequence_policy(PolicyKind::Declared, chunks, cfg.step_chunks), cfg, &trace);
   }
 };
@@ -822,7 +830,7 @@ TEST(TSuite, Uring_ReadAheadBundlesAreExactAndCloseBalanced) {
 // Plan retires every ticket.
 TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
   SKIP_WITHOUT_UFFD();
-  UringRig rig(12, PagerFault::BundleExtentFailure);
+  UringRig rig(12, FaultSpec{FaultCell::BundleExtentFailure, 0});
   Pager& pager = *rig.pager;
   const Trace& trace = rig.trace;
   pager.set_step(0);  // entering step 0 reads step 1's chunks {3, 4, 5} ahead
@@ -833,12 +841,14 @@ TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
   const std::string err = pager.error();
   EXPECT_NE(err.find("rejected read-failed completion for chunk 5"), std::string::npos) << err;
   EXPECT_NE(err.find("nothing of its bundle (3 chunk(s): 3 4 5) was published"), std::string::npos) << err;
-  const PagerFaultReport f = pager.fault_report();
-  EXPECT_TRUE(f.fired);
-  EXPECT_EQ(f.read, 2u);
+  ASSERT_TRUE(rig.fault);
+  EXPECT_TRUE(rig.fault->fired);
+  EXPECT_EQ(rig.fault->read, 2u);
+  const PagerRejectionReport f = pager.rejection_report();
+  EXPECT_TRUE(f.any);
   EXPECT_EQ(f.bundle, (std::vector<ChunkId>{3, 4, 5}));
   EXPECT_EQ(f.bundle_chunks_published, 0u);
-  EXPECT_EQ(f.rejection, PlanError::ReadFailed);
+  EXPECT_EQ(f.kind, PlanError::ReadFailed);
   pager.shutdown();
   for (ChunkId c : {3u, 4u, 5u}) EXPECT_FALSE(pager.resident(c)) << c;
   std::vector<unsigned char> v(3 * kChunk / kPage);

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Behaviour digests of a results tree, and their comparison between two trees.
+
+A restructure of the engine must not change what it computes. This reads every run
+directory under RESULTS/runs and prints, per cell, the sha256 of what the run produced
+that the config determines: `trace.bin` (the synthetic study's chunk access trace, and the
+model study's), `tokens.json` and `logits.f32`. Cells whose repetitions already differ in
+the tree itself (a timing-dependent trace, e.g. arm E's prefetch or an oversize step) are
+reported as such and compared as sets.
+
+    bench/behaviour_digests.py RESULTS                 # the digests of one tree
+    bench/behaviour_digests.py BEFORE AFTER            # compare: exit 1 on a difference
+"""
+
+import hashlib
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+FILES = ("trace.bin", "tokens.json", "logits.f32")
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+
+
+def digests(root: Path) -> dict:
+    """{(cell without its rep, file): [digest per rep, in rep order]} of every ok run."""
+    out = defaultdict(list)
+    for run in sorted((root / "runs").rglob("run.json")):
+        d = run.parent
+        if '"status": "ok"' not in run.read_text():
+            continue
+        cell = re.sub(r"/rep\d+$", "", str(d.relative_to(root / "runs")))
+        for f in FILES:
+            if (d / f).exists():
+                out[(cell, f)].append(sha(d / f))
+    return out
+
+
+def deterministic(reps: list) -> bool:
+    return len(set(reps)) == 1
+
+
+def compare(before: dict, after: dict) -> int:
+    same = differ = varies = missing = 0
+    for key in sorted(set(before) | set(after)):
+        b, a = before.get(key), after.get(key)
+        if b is None or a is None:
+            missing += 1
+            print(f"missing in {'before' if b is None else 'after'}: {key}")
+            continue
+        if deterministic(b) and deterministic(a):
+            if b[0] == a[0]:
+                same += 1
+            else:
+                differ += 1
+                print(f"DIFFERS {key}: {b[0]} -> {a[0]}")
+        else:
+            varies += 1  # timing-dependent in at least one tree: not a behaviour digest
+    print(f"identical {same}, different {differ}, varying across reps {varies}, missing {missing}")
+    return 1 if differ or missing else 0
+
+
+def main(argv: list) -> int:
+    if len(argv) == 2:
+        for (cell, f), reps in sorted(digests(Path(argv[1])).items()):
+            print(f"{cell}\t{f}\t{' '.join(reps)}{'' if deterministic(reps) else '  (varies)'}")
+        return 0
+    if len(argv) == 3:
+        return compare(digests(Path(argv[1])), digests(Path(argv[2])))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
