@@ -21,7 +21,7 @@ def _run(tmp_path, name, peak, run, status="ok"):
 def _pager(held, window=2 * MiB, pt=64 << 10, huge=0, chunk=MiB):
     return {"subcommand": "generate", "arm": "pager-declared", "region": {"chunk_size": chunk},
             "counters": {"max_resident_chunks": held},
-            "budget": {"window_bytes": window, "page_table_bytes": pt, "huge_reserve_chunks": huge}}
+            "budget": {"window_bytes": window, "page_table_bytes": pt, "reserve_chunks": huge}}
 
 
 def test_a_generation_pays_its_windows_page_tables_and_resident_chunks(tmp_path):

@@ -36,7 +36,7 @@ def _prepaid(run: dict) -> int:
     if held_chunks:
         chunk = int(run["region"]["chunk_size"])
         prepaid += int(budget.get("page_table_bytes") or 0)
-        prepaid += (held_chunks + int(budget.get("huge_reserve_chunks") or 0)) * chunk
+        prepaid += (held_chunks + int(budget.get("reserve_chunks") or 0)) * chunk
     return prepaid
 
 

@@ -7,39 +7,27 @@
 #include <optional>
 #include <string>
 
-#include "drivers/arm.hpp"
+#include "drivers/pager_arm.hpp"
 #include "pager/pager.hpp"
-#include "source/fault.hpp"
-#include "source/source.hpp"
 
 namespace resid {
 
 struct GenerateConfig {
+  GenerateConfig() {
+    pager.threads = 2;  // llama.cpp compute threads
+    pager.watchdog_s = 120;
+  }
+  // arm, budget, chunk size, compute threads, source, fault (source cells, stall: a read
+  // index; recycle-live: a pass), ...
+  PagerArmConfig pager;
   std::string model;
-  std::string out;
   std::string prompt;
-  Arm arm = Arm::PagerDeclared;
-  std::optional<uint64_t> budget_bytes;
-  uint64_t chunk_size = 2u << 20;
   uint32_t tokens = 64;
-  uint32_t threads = 2;
   uint32_t ctx = 512;
-  SourceEngine source = SourceEngine::Direct;
-  // Source windows and in-flight bound; unset: 8 windows for uring, 1 for the blocking
-  // engines (which take only 1), depth = windows.
-  std::optional<uint32_t> windows;
-  std::optional<uint32_t> depth;
-  uint32_t prefetch_depth = 2;
-  bool eager_reconcile = false;
-  double watchdog_s = 120;
-  bool calibrate = false;
   // How filled chunks are backed (pager.hpp); unset: `move` when the chunk size is a
-  // multiple of 2 MiB, else `off` (huge_mode() in generate.cpp).
+  // multiple of 2 MiB, else `off`.
   std::optional<HugeChunks> huge;
-  // --fault CELL[@N]: a source cell (reads), stall (reads) or recycle-live (a pass).
-  FaultSpec fault;
 };
-
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?
 bool generate_available();

@@ -16,8 +16,6 @@ std::string hex64(uint64_t v) {
   return b;
 }
 
-nlohmann::json or_null(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
-nlohmann::json or_null(PlanError e) { return e == PlanError::None ? nlohmann::json(nullptr) : nlohmann::json(to_string(e)); }
 
 std::string consumer_error(const StreamShared& sh) {
   return "consumer at step " + std::to_string(sh.consumer_error_step.load()) + ": " +
@@ -260,66 +258,36 @@ nlohmann::json windows_section(const StreamRun& r) {
           {"plan_free_at_close", r.close.balance.windows_free}};
 }
 
-nlohmann::json source_section(const StreamRun& r) {
-  const SourceStats& ss = r.close.source;
-  return {{"engine", to_string(r.src->engine())},
-          {"alignment", r.src->alignment()},
-          {"depth_limit", r.depth},
-          {"submissions", ss.reads},
-          {"completions", ss.completions},
-          {"peak_inflight", ss.peak_inflight},
-          {"logical_bytes", ss.logical_bytes},
-          {"physical_bytes", ss.physical_bytes},
-          {"padding_bytes", ss.padding_bytes},
-          {"rejections", ss.rejections},
-          {"read_ns", ss.read_ns},
-          {"inflight_at_close", r.close.source_inflight}};
-}
-
-nlohmann::json first_rejection_json(const StreamRun& r) {
-  const RejectionRecord& rej = r.close.rejection;
-  if (rej.kind == PlanError::None) return nullptr;
-  return {{"kind", to_string(rej.kind)}, {"object", r.object_name(rej.object)}, {"piece", rej.piece},
-          {"window", rej.window}, {"slot", rej.slot}, {"generation", rej.generation}, {"epoch", rej.epoch},
-          {"claimed_extent", {{"offset", rej.claimed_offset}, {"length", rej.claimed_length}}},
-          {"claimed_object", rej.claimed_object == UINT32_MAX ? nlohmann::json(nullptr) : nlohmann::json(r.object_name(rej.claimed_object))},
-          {"text", r.rejection_text()}};
+// What the source and the Plan's windows did (the same section as the pager arms').
+SourceReport source_report(const StreamRun& r) {
+  const StreamClose& c = r.close;
+  const LatencyHistogram& lat = r.producer->fill().read_latency();
+  SourceReport s;
+  s.engine = r.src->engine();
+  s.windows = r.src->window_count();
+  s.depth = r.depth;
+  s.alignment = r.src->alignment();
+  s.window_capacity = r.src->window_capacity();
+  s.stats = c.source;
+  s.read_count = lat.count();
+  s.read_p50_ns = lat.quantile(0.5);
+  s.read_p99_ns = lat.quantile(0.99);
+  s.read_max_ns = lat.max();
+  s.windows_free_at_close = c.source_windows_free;
+  s.plan_windows_free_at_close = c.balance.windows_free;
+  s.tickets_outstanding_at_close = c.balance.live_tickets;
+  s.inflight_at_close = c.source_inflight;
+  s.cancellations = c.counters.tickets_abandoned;
+  s.alloc_counter_installed = alloc_hook_installed();
+  s.dynamic_allocations = c.alloc1.read_path - c.alloc0.read_path;
+  s.rejection_allocations = c.alloc1.rejection_path - c.alloc0.rejection_path;
+  return s;
 }
 
 nlohmann::json plan_section(const StreamRun& r) {
-  const PlanCounters& pc = r.close.counters;
-  const PlanBalance& bal = r.close.balance;
-  nlohmann::json errors = nlohmann::json::object();
-  for (size_t k = 1; k < pc.errors.size(); ++k)
-    if (pc.errors[k]) errors[to_string(static_cast<PlanError>(k))] = pc.errors[k];
-  return {{"epoch", r.plan->epoch()},
-          {"transitions", pc.transitions},
-          {"requests", pc.requests},
-          {"bundles_published", pc.bundles_published},
-          {"objects_published", pc.objects_published},
-          {"bytes_published", pc.bytes_published},
-          {"bundles_failed", pc.bundles_failed},
-          {"bundles_invalidated", pc.bundles_invalidated},
-          {"tickets", {{"issued", pc.tickets_issued}, {"retired", pc.tickets_retired},
-                       {"copied", pc.tickets_copied}, {"rejected", pc.tickets_rejected},
-                       {"invalidated", pc.tickets_invalidated}, {"abandoned", pc.tickets_abandoned},
-                       {"live", bal.live_tickets}, {"balanced", bal.tickets_balanced}}},
-          {"completions_refused", pc.completions_refused},
-          {"consumers", {{"declared", r.cfg.consumers}, {"acquires", pc.consumer_acquires},
-                         {"releases", pc.consumer_releases}, {"balanced", bal.consumers_balanced}}},
-          {"recycles", pc.recycles},
-          {"recycle_refusals", pc.recycle_refusals},
-          {"shutdown_refusals", pc.shutdown_refusals},
-          {"resets", pc.resets},
-          {"versions_discarded", pc.versions_discarded},
-          {"refusals", errors},
-          {"first_rejection", first_rejection_json(r)},
-          {"reconcile_checks", pc.reconcile_checks},
-          {"reconcile_violations", pc.reconcile_violations},
-          {"first_violation", pc.reconcile_violations ? nlohmann::json(r.plan->first_violation()) : nlohmann::json(nullptr)},
-          {"shutdown", r.close.shutdown_error == PlanError::None ? "ok" : to_string(r.close.shutdown_error)},
-          {"slots_vacant_at_close", bal.slots_vacant},
-          {"balanced", bal.balanced()}};
+  nlohmann::json j = plan_json(PlanRecord{*r.plan, r.close.shutdown_error, "objects.json or --object-bytes", r.cfg.consumers});
+  if (j["first_rejection"].is_object()) j["first_rejection"]["text"] = r.rejection_text();
+  return j;
 }
 
 nlohmann::json verify_section(const StreamRun& r) {
@@ -341,7 +309,6 @@ nlohmann::json verify_section(const StreamRun& r) {
 nlohmann::json stream_record(const StreamRun& r, const std::string& error, const nlohmann::json& fault) {
   const StreamClose& c = r.close;
   const StreamProducer& p = *r.producer;
-  const LatencyHistogram& lat = p.fill().read_latency();
   nlohmann::json j;
   j["schema_version"] = kRunSchemaVersion;
   j["subcommand"] = "stream";
@@ -353,9 +320,8 @@ nlohmann::json stream_record(const StreamRun& r, const std::string& error, const
   j["manifest"] = manifest_section(r);
   j["windows"] = windows_section(r);
   j["slots"] = {{"count", r.cfg.slots}, {"bytes_each", r.slot_bytes}, {"arena_bytes", r.arena_bytes}};
-  j["source_stats"] = source_section(r);
-  j["latency_ns"] = {{"reads", lat.count()}, {"read_p50", lat.quantile(0.5)}, {"read_p99", lat.quantile(0.99)},
-                     {"read_max", lat.max()}};
+  const SourceReport sr = source_report(r);
+  j["source_stats"] = source_stats_json(&sr);
   j["plan"] = plan_section(r);
   j["verify"] = verify_section(r);
   j["allocations"] = {{"counter_installed", alloc_hook_installed()},

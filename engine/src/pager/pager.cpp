@@ -643,9 +643,9 @@ std::optional<PlanError> Pager::plan_shutdown() const {
   return plan_shutdown_;
 }
 
-PagerSourceReport Pager::source_report() const {
+SourceReport Pager::source_report() const {
   std::lock_guard lk(mu_);
-  PagerSourceReport r;
+  SourceReport r;
   r.engine = source_->engine();
   r.windows = source_->window_count();
   r.depth = source_->max_inflight();
@@ -1079,10 +1079,7 @@ int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
 bool Pager::reap_completions() {
   if (fill_->inflight() == 0) return false;
   const uint32_t n = fill_->reap(false);
-  if (n > 0) {
-    std::lock_guard lk(mu_);
-    src_stats_ = source_->stats();  // copied, so readers never race the pager thread
-  }
+  if (n > 0) snapshot_source_stats();
   return n > 0;
 }
 
@@ -1099,7 +1096,13 @@ bool Pager::copy(uint32_t, const CopyOrder& order, const Completion& c, uint64_t
   return true;
 }
 
+void Pager::snapshot_source_stats() {
+  std::lock_guard lk(mu_);
+  src_stats_ = source_->stats();  // copied, so readers never race the pager thread
+}
+
 void Pager::on_landed(uint32_t fi) {
+  snapshot_source_stats();  // before the wake: a woken thread sees its fill in the stats
   BundleRun& b = bundles_[fi];
   if (b.kind == FillKind::Readahead) {
     b.ready = true;  // HOST_READY in its windows until its step begins
@@ -1113,6 +1116,7 @@ void Pager::on_landed(uint32_t fi) {
 void Pager::on_rejected(uint32_t fi, PlanError kind, const Completion& c) {
   // A fatal rejection: the run fails closed (no further read, copy or publication), and
   // nothing of this bundle is ever copied.
+  snapshot_source_stats();
   BundleRun& b = bundles_[fi];
   fail_closed_ = true;
   fill_->fail_closed();

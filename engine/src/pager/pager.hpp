@@ -149,21 +149,6 @@ struct PagerStats {
   uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
 };
 
-// What the source and the Plan's windows did, for run.json `source_stats` (after shutdown).
-struct PagerSourceReport {
-  SourceEngine engine = SourceEngine::Direct;
-  uint64_t windows = 0, depth = 0, alignment = 0, window_capacity = 0;
-  SourceStats stats;
-  uint64_t read_count = 0, read_p50_ns = 0, read_p99_ns = 0, read_max_ns = 0;  // submit -> reap
-  uint64_t windows_free_at_close = 0;       // source windows FREE
-  uint64_t plan_windows_free_at_close = 0;  // Plan windows FREE
-  uint64_t tickets_outstanding_at_close = 0;
-  uint64_t cancellations = 0;               // tickets abandoned (a read whose completion never came)
-  bool alloc_counter_installed = false;
-  uint64_t dynamic_allocations = 0;         // on the pager thread's read path, after start
-  uint64_t rejection_allocations = 0;       // building rejection and failure messages
-};
-
 // The first fatal rejection of a read (a storage fault, or an injected one): the bundle it
 // belonged to, and how many of that bundle's chunks were ever published (must stay 0).
 struct PagerRejectionReport {
@@ -213,7 +198,7 @@ class Pager final : private FillOwner {
   // The Plan's shutdown answer (None: ok; nullopt before the pager shut down).
   std::optional<PlanError> plan_shutdown() const;
   // After shutdown: the source and window report.
-  PagerSourceReport source_report() const;
+  SourceReport source_report() const;
   PagerRejectionReport rejection_report() const;
   // Negative control: ask the Plan to recycle chunk c's slot (an eviction) regardless of the
   // pager's own rule. Refused with ConsumersLive while c has a consumer or a pin; if the
@@ -302,6 +287,7 @@ class Pager final : private FillOwner {
   int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
   bool reap_completions();
   uint32_t readahead_windows() const;
+  void snapshot_source_stats();
   // FillOwner (plan/fill.hpp), on the pager thread.
   bool copy(uint32_t fill, const CopyOrder& order, const Completion& c, uint64_t submit_ns) override;
   void on_landed(uint32_t fill) override;

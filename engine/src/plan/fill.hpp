@@ -35,6 +35,22 @@
 
 namespace resid {
 
+// What the source and the Plan's windows did over a run (run.json `source_stats`).
+struct SourceReport {
+  SourceEngine engine = SourceEngine::Direct;
+  uint64_t windows = 0, depth = 0, alignment = 0, window_capacity = 0;
+  SourceStats stats;
+  uint64_t read_count = 0, read_p50_ns = 0, read_p99_ns = 0, read_max_ns = 0;  // submit -> reap
+  uint64_t windows_free_at_close = 0;       // source windows FREE
+  uint64_t plan_windows_free_at_close = 0;  // Plan windows FREE
+  uint64_t tickets_outstanding_at_close = 0;
+  uint64_t inflight_at_close = 0;           // reads the source still had
+  uint64_t cancellations = 0;               // tickets abandoned (a read whose completion never came)
+  bool alloc_counter_installed = false;
+  uint64_t dynamic_allocations = 0;         // on the read path, after start
+  uint64_t rejection_allocations = 0;       // building rejection and failure messages
+};
+
 class FillOwner {
  public:
   virtual ~FillOwner() = default;

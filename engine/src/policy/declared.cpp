@@ -9,14 +9,23 @@
 
 namespace resid {
 
-SequenceDeclaredPolicy::SequenceDeclaredPolicy(uint32_t chunks, std::vector<std::vector<ChunkId>> steps,
-                                               bool prefetch)
+DeclaredSequence DeclaredSequence::cyclic(uint32_t chunks) {
+  DeclaredSequence s;
+  s.steps.resize(chunks);
+  for (ChunkId c = 0; c < chunks; ++c) s.steps[c] = {c};
+  s.prefetch_current = true;
+  return s;
+}
+
+DeclaredPolicy::DeclaredPolicy(uint32_t chunks, DeclaredSequence seq, bool prefetch)
     : n_(chunks),
-      steps_(std::move(steps)),
+      steps_(std::move(seq.steps)),
+      prefetch_current_(seq.prefetch_current),
       occ_(chunks),
       prefetch_(prefetch),
       fill_step_(chunks, std::numeric_limits<uint64_t>::max()),
-      fill_seq_(chunks, 0) {
+      fill_seq_(chunks, 0),
+      seen_(chunks, 0) {
   step_start_.reserve(steps_.size());
   for (auto& s : steps_) {
     std::sort(s.begin(), s.end());
@@ -29,12 +38,12 @@ SequenceDeclaredPolicy::SequenceDeclaredPolicy(uint32_t chunks, std::vector<std:
   }
 }
 
-void SequenceDeclaredPolicy::on_signal(uint64_t cursor) {
+void DeclaredPolicy::on_signal(uint64_t cursor) {
   // Signals only move forward; a stale one must not rewind the policy's view.
   if (!cursor_ || cursor > *cursor_) cursor_ = cursor;
 }
 
-uint64_t SequenceDeclaredPolicy::next_use(ChunkId c) const {
+uint64_t DeclaredPolicy::next_use(ChunkId c) const {
   if (c >= n_ || occ_[c].empty() || steps_.empty()) return std::numeric_limits<uint64_t>::max();
   const uint64_t p0 = step_start_[next_step() % steps_.size()];
   const auto& o = occ_[c];
@@ -42,13 +51,13 @@ uint64_t SequenceDeclaredPolicy::next_use(ChunkId c) const {
   return it != o.end() ? *it - p0 : o.front() + flat_ - p0;
 }
 
-void SequenceDeclaredPolicy::on_fill(ChunkId c) {
+void DeclaredPolicy::on_fill(ChunkId c) {
   if (c >= n_) return;
   fill_step_[c] = next_step();
   fill_seq_[c] = ++fill_clock_;
 }
 
-std::optional<ChunkId> SequenceDeclaredPolicy::choose_victim(std::span<const ChunkId> resident,
+std::optional<ChunkId> DeclaredPolicy::choose_victim(std::span<const ChunkId> resident,
                                                              const Evictable& evictable) const {
   if (oversize_ && !steps_.empty()) {
     // The in-step rule (header): the chunk of the current step filled earliest in it.
@@ -76,18 +85,18 @@ std::optional<ChunkId> SequenceDeclaredPolicy::choose_victim(std::span<const Chu
   return best;
 }
 
-std::vector<ChunkId> SequenceDeclaredPolicy::prefetch_candidates(uint64_t cursor, size_t n) const {
+std::vector<ChunkId> DeclaredPolicy::prefetch_candidates(uint64_t cursor, size_t n) const {
   std::vector<ChunkId> out;
   if (!prefetch_ || steps_.empty() || n == 0) return out;
   const size_t S = steps_.size();
   const uint64_t current = cursor == kNoCursor ? 0 : cursor + 1;
-  const auto& cur = steps_[current % S];
-  std::vector<uint8_t> seen(n_, 0);
-  for (ChunkId c : cur) seen[c] = 1;
-  for (size_t k = 1; k <= S && out.size() < n; ++k) {
+  const uint64_t stamp = ++seen_stamp_;  // seen_[c] == stamp: already a candidate (or current)
+  if (!prefetch_current_)
+    for (ChunkId c : steps_[current % S]) seen_[c] = stamp;
+  for (size_t k = prefetch_current_ ? 0 : 1; k <= S && out.size() < n; ++k) {
     for (ChunkId c : steps_[(current + k) % S]) {
-      if (seen[c]) continue;
-      seen[c] = 1;
+      if (seen_[c] == stamp) continue;
+      seen_[c] = stamp;
       out.push_back(c);
       if (out.size() == n) break;
     }
@@ -95,15 +104,18 @@ std::vector<ChunkId> SequenceDeclaredPolicy::prefetch_candidates(uint64_t cursor
   return out;
 }
 
-std::unique_ptr<Policy> make_sequence_policy(PolicyKind kind, uint32_t chunks,
-                                             const std::vector<std::vector<ChunkId>>& steps) {
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks, DeclaredSequence seq) {
   switch (kind) {
     case PolicyKind::Lru: return std::make_unique<LruPolicy>(chunks);
     case PolicyKind::Zero: return std::make_unique<ZeroPolicy>();
-    case PolicyKind::Declared: return std::make_unique<SequenceDeclaredPolicy>(chunks, steps, false);
-    case PolicyKind::Prefetch: return std::make_unique<SequenceDeclaredPolicy>(chunks, steps, true);
+    case PolicyKind::Declared: return std::make_unique<DeclaredPolicy>(chunks, std::move(seq), false);
+    case PolicyKind::Prefetch: return std::make_unique<DeclaredPolicy>(chunks, std::move(seq), true);
   }
   return nullptr;
+}
+
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks) {
+  return make_policy(kind, chunks, DeclaredSequence::cyclic(chunks));
 }
 
 }  // namespace resid

@@ -1,5 +1,8 @@
-// Arms D and E over a declared sequence of steps that each touch a set of chunks (the llama
-// adapter's object steps: embd, layer.0 .. layer.L-1, output, repeated every pass).
+// Arms D and E: the declared sequence of steps, each touching a set of chunks (the llama
+// adapter's object steps: embd, layer.0 .. layer.L-1, output, repeated every pass; the
+// synthetic scan's cyclic order, one chunk per step), plus the consumption cursor, give
+// every chunk's next use; evict the evictable chunk used farthest in the future (Belady
+// over the declared order). Arm E also names the next declared chunks as prefetch candidates.
 //
 // The declared pass is flattened into one access per (step, chunk), chunks ascending within
 // a step: the same order as the access records of trace.bin, i.e. Belady's reference. The
@@ -7,8 +10,6 @@
 // step (cursor + 1, which in generate is the step being computed) to the chunk's next
 // occurrence, wrapping into the next pass. Distances are distinct per chunk, so there are
 // no ties; a chunk in no step is never used (UINT64_MAX, evicted first).
-//
-// The cyclic chunk-step DeclaredPolicy (scan) is the special case of one chunk per step.
 //
 // Oversize steps (a step whose chunks cannot all stay resident at the budget, e.g. the
 // 17-chunk tied output of SmolLM2 at r = 0.25): its chunks have no live consumers, so the
@@ -31,18 +32,29 @@
 
 namespace resid {
 
-class SequenceDeclaredPolicy final : public Policy {
+// One declared pass. Prefetch candidates start after the step being computed (cursor + 1):
+// generate holds that step's chunks (entered) before it signals, so they are demand-filled
+// as touched. The cyclic scan's drivers enter a step's chunk only as they start it, so its
+// candidates start at the step being computed (prefetch_current).
+struct DeclaredSequence {
+  std::vector<std::vector<ChunkId>> steps;
+  bool prefetch_current = false;
+  // Step s is chunk s (0..chunks-1), prefetch_current.
+  static DeclaredSequence cyclic(uint32_t chunks);
+};
+
+class DeclaredPolicy final : public Policy {
  public:
-  // steps: one declared pass; every chunk id < chunks.
-  SequenceDeclaredPolicy(uint32_t chunks, std::vector<std::vector<ChunkId>> steps, bool prefetch);
+  // Every chunk id of `seq` < chunks.
+  DeclaredPolicy(uint32_t chunks, DeclaredSequence seq, bool prefetch);
   PolicyKind kind() const override { return prefetch_ ? PolicyKind::Prefetch : PolicyKind::Declared; }
   void on_access(ChunkId) override {}
   void on_signal(uint64_t cursor) override;
   std::optional<ChunkId> choose_victim(std::span<const ChunkId> resident,
                                        const Evictable& evictable) const override;
   // Up to n distinct chunks of the steps after the one being computed (cursor + 1), in
-  // declared order, none of which is in the step being computed (its chunks are held by
-  // their consumers and demand-filled as touched). Empty for arm D.
+  // declared order, none of which is in the step being computed; with prefetch_current,
+  // from the step being computed on. Empty for arm D.
   std::vector<ChunkId> prefetch_candidates(uint64_t cursor, size_t n) const override;
   uint64_t next_use(ChunkId c) const override;
   std::optional<uint64_t> cursor() const override { return cursor_; }
@@ -57,6 +69,7 @@ class SequenceDeclaredPolicy final : public Policy {
 
   uint32_t n_;
   std::vector<std::vector<ChunkId>> steps_;      // each sorted, unique
+  bool prefetch_current_ = false;
   std::vector<uint64_t> step_start_;              // flattened position of each step's first access
   uint64_t flat_ = 0;                             // accesses per pass
   std::vector<std::vector<uint64_t>> occ_;        // per chunk: flattened positions, ascending
@@ -66,10 +79,13 @@ class SequenceDeclaredPolicy final : public Policy {
   uint64_t fill_clock_ = 0;
   std::vector<uint64_t> fill_step_;               // per chunk: the step of its last fill
   std::vector<uint64_t> fill_seq_;                // per chunk: when (fill_clock_) it was filled
+  mutable std::vector<uint64_t> seen_;            // prefetch_candidates' scratch: stamp per chunk
+  mutable uint64_t seen_stamp_ = 0;
 };
 
-// make_policy for object steps: lru and zero as for scan; declared and prefetch over `steps`.
-std::unique_ptr<Policy> make_sequence_policy(PolicyKind kind, uint32_t chunks,
-                                             const std::vector<std::vector<ChunkId>>& steps);
+// Every engine by kind: lru and zero need no sequence; declared and prefetch follow `seq`.
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks, DeclaredSequence seq);
+// The same over the cyclic sequence 0..chunks-1 (the synthetic scan).
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks);
 
 }  // namespace resid

@@ -2,10 +2,6 @@
 
 #include <limits>
 
-#include "policy/declared_cyclic.hpp"
-#include "policy/lru.hpp"
-#include "policy/zero.hpp"
-
 namespace resid {
 
 const char* to_string(PolicyKind k) {
@@ -21,15 +17,5 @@ const char* to_string(PolicyKind k) {
 std::vector<ChunkId> Policy::prefetch_candidates(uint64_t, size_t) const { return {}; }
 
 uint64_t Policy::next_use(ChunkId) const { return std::numeric_limits<uint64_t>::max(); }
-
-std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks) {
-  switch (kind) {
-    case PolicyKind::Lru: return std::make_unique<LruPolicy>(chunks);
-    case PolicyKind::Declared: return std::make_unique<DeclaredPolicy>(chunks, false);
-    case PolicyKind::Prefetch: return std::make_unique<DeclaredPolicy>(chunks, true);
-    case PolicyKind::Zero: return std::make_unique<ZeroPolicy>();
-  }
-  return nullptr;
-}
 
 }  // namespace resid

@@ -55,6 +55,6 @@ class Policy {
   virtual void on_fill(ChunkId c) { (void)c; }
 };
 
-std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks);
+// make_policy (policy/declared.hpp) builds every engine.
 
 }  // namespace resid

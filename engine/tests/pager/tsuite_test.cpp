@@ -578,7 +578,7 @@ TEST(TSuite, Oversize_PerThreadPinsWalkAStepLargerThanTheBudget) {
     cfg.huge = kHugeMode;
     Trace trace(4096);
     Pager pager(open_source(SourceEngine::Direct, path, kChunk),
-                make_sequence_policy(PolicyKind::Declared, kChunks, cfg.step_chunks), cfg, &trace);
+                make_policy(PolicyKind::Declared, kChunks, DeclaredSequence{cfg.step_chunks}), cfg, &trace);
     pager.start();
     pager.step_boundary(std::nullopt, 0, true);
     std::atomic<uint64_t> bad{0};
@@ -763,7 +763,7 @@ struct UringRig {
     FaultySourceHandle fs = with_fault(open_source(SourceEngine::Uring, path, kChunk, so), spec);
     fault = fs.report;
     pager = std::make_unique<Pager>(std::move(fs.source),
-                                    make_sequence_policy(PolicyKind::Declared, chunks, cfg.step_chunks), cfg, &trace);
+                                    make_policy(PolicyKind::Declared, chunks, DeclaredSequence{cfg.step_chunks}), cfg, &trace);
   }
 };
 
@@ -802,7 +802,7 @@ TEST(TSuite, Uring_ReadAheadBundlesAreExactAndCloseBalanced) {
   EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
   EXPECT_EQ(pager->reconcile_now(), 0u) << pager->first_mismatch();
   pager->shutdown();
-  const PagerSourceReport r = pager->source_report();
+  const SourceReport r = pager->source_report();
   EXPECT_EQ(r.engine, SourceEngine::Uring);
   EXPECT_EQ(r.windows, 4u);
   EXPECT_EQ(r.stats.reads, r.stats.completions);
@@ -860,7 +860,7 @@ TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
   EXPECT_EQ(pc.objects_published, 0u);
   EXPECT_EQ(pc.bundles_failed, 1u);
   EXPECT_EQ(pc.tickets_issued, pc.tickets_retired);
-  const PagerSourceReport r = pager.source_report();
+  const SourceReport r = pager.source_report();
   EXPECT_EQ(r.stats.reads, r.stats.completions);
   EXPECT_EQ(r.windows_free_at_close, 4u);
   EXPECT_EQ(r.tickets_outstanding_at_close, 0u);

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "policy/policy.hpp"
+#include "policy/declared.hpp"
 
 using namespace resid;
 

@@ -236,7 +236,7 @@ Steps random_steps(std::mt19937& rng, uint32_t chunks, uint32_t n_steps, uint32_
 
 TEST(SequencePolicy, NextUseDistancesOverTheFlattenedPass) {
   // Pass: {0,1} {1,2} {3} {0,4}  -> flattened 0 1 | 1 2 | 3 | 0 4  (7 accesses)
-  SequenceDeclaredPolicy p(6, {{0, 1}, {1, 2}, {3}, {0, 4}}, false);
+  DeclaredPolicy p(6, DeclaredSequence{{{0, 1}, {1, 2}, {3}, {0, 4}}}, false);
   EXPECT_EQ(p.accesses_per_pass(), 7u);
   // Before any signal the next step is step 0 (position 0).
   EXPECT_EQ(p.next_use(0), 0u);
@@ -261,13 +261,13 @@ TEST(SequencePolicy, NextUseDistancesOverTheFlattenedPass) {
 }
 
 TEST(SequencePolicy, PrefetchCandidatesSkipTheCurrentStep) {
-  SequenceDeclaredPolicy e(8, {{0, 1, 2}, {2, 3}, {4}, {5, 6}, {0, 7}}, true);
+  DeclaredPolicy e(8, DeclaredSequence{{{0, 1, 2}, {2, 3}, {4}, {5, 6}, {0, 7}}}, true);
   // Before the first signal step 0 is current: candidates start at step 1, minus step 0's chunks.
   EXPECT_EQ(e.prefetch_candidates(kNoCursor, 2), (std::vector<ChunkId>{3, 4}));
   EXPECT_EQ(e.prefetch_candidates(0, 3), (std::vector<ChunkId>{4, 5, 6}));   // step 1 current
   EXPECT_EQ(e.prefetch_candidates(3, 3), (std::vector<ChunkId>{1, 2, 3}));   // step 4 current: wraps
   EXPECT_EQ(e.prefetch_candidates(0, 100).size(), 6u);  // every chunk outside step 1, once
-  SequenceDeclaredPolicy d(8, {{0, 1, 2}, {2, 3}}, false);
+  DeclaredPolicy d(8, DeclaredSequence{{{0, 1, 2}, {2, 3}}}, false);
   EXPECT_TRUE(d.prefetch_candidates(0, 2).empty());
 }
 
@@ -280,7 +280,7 @@ TEST(SequencePolicy, SingletonStepsEqualBeladyOnRandomSequences) {
     const Steps s = random_steps(rng, chunks, 3 + trial % 6, 1);
     for (size_t k = 1; k <= chunks; ++k) {
       for (uint32_t passes : {1u, 3u}) {
-        auto p = make_sequence_policy(PolicyKind::Declared, chunks, s);
+        auto p = make_policy(PolicyKind::Declared, chunks, DeclaredSequence{s});
         const uint64_t d = simulate_steps(*p, s, passes, k);
         EXPECT_EQ(d, opt(s, passes, k, false)) << "trial " << trial << " k=" << k << " passes=" << passes;
       }
@@ -302,7 +302,7 @@ TEST(SequencePolicy, EqualsStepConstrainedBeladyOnRandomStepSequences) {
     for (const auto& st : s) max_step = std::max(max_step, st.size());
     for (size_t k = max_step; k <= chunks; ++k) {
       for (uint32_t passes : {1u, 2u, 3u}) {
-        auto p = make_sequence_policy(PolicyKind::Declared, chunks, s);
+        auto p = make_policy(PolicyKind::Declared, chunks, DeclaredSequence{s});
         const uint64_t d = simulate_steps(*p, s, passes, k);
         const uint64_t c_opt = opt(s, passes, k, true);
         const uint64_t u_opt = opt(s, passes, k, false);
@@ -321,8 +321,8 @@ TEST(SequencePolicy, LruThrashesALayerScanTheDeclaredPolicyDoesNot) {
   for (ChunkId c = 4; c <= 9; ++c) s.push_back({c});
   s.push_back({0, 1, 2, 3, 10});
   const size_t k = 7;
-  auto lru = make_sequence_policy(PolicyKind::Lru, 11, s);
-  auto dec = make_sequence_policy(PolicyKind::Declared, 11, s);
+  auto lru = make_policy(PolicyKind::Lru, 11, DeclaredSequence{s});
+  auto dec = make_policy(PolicyKind::Declared, 11, DeclaredSequence{s});
   const uint64_t l = simulate_steps(*lru, s, 4, k);
   const uint64_t d = simulate_steps(*dec, s, 4, k);
   EXPECT_LT(d, l);
@@ -385,7 +385,7 @@ TEST(StartupAudit, AChunkWithNoSignalFailsTheRunNamingIt) {
 
 TEST(SequencePolicy, InAnOversizeStepTheEarliestFilledChunkOfTheStepGoesFirst) {
   // Pass: {0} {1,2} {3,4,5,6,7,8} (an oversize step: six chunks) {9}.
-  SequenceDeclaredPolicy p(12, {{0}, {1, 2}, {3, 4, 5, 6, 7, 8}, {9}}, false);
+  DeclaredPolicy p(12, DeclaredSequence{{{0}, {1, 2}, {3, 4, 5, 6, 7, 8}, {9}}}, false);
   auto all = [](ChunkId) { return true; };
   p.on_signal(0);  // step 1 current
   p.on_fill(1);
@@ -431,7 +431,7 @@ TEST(SequencePolicy, InStepRuleNeverPicksAnUnevictableOrForeignChunk) {
   for (int round = 0; round < 200; ++round) {
     const uint32_t n = 20;
     std::vector<std::vector<ChunkId>> steps = {{0, 1}, {2, 3, 4, 5, 6, 7, 8, 9}, {10, 11}, {12, 13, 14, 15, 16, 17}};
-    SequenceDeclaredPolicy p(n, steps, false);
+    DeclaredPolicy p(n, DeclaredSequence{steps}, false);
     p.on_signal(rng() % 4);
     const uint64_t cur = *p.cursor() + 1;
     p.on_step_mode(true);

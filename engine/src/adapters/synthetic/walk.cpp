@@ -1,0 +1,127 @@
+#include "adapters/synthetic/walk.hpp"
+
+#include <cstdio>
+
+#include "core/clock.hpp"
+#include "core/mincore.hpp"
+
+namespace resid {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+// The compute phase: burn CPU (not sleep), as a matmul would.
+void busy_work(uint64_t us) {
+  if (us == 0) return;
+  const uint64_t end = now_ns() + us * 1000;
+  volatile uint64_t sink = 0;
+  while (now_ns() < end)
+    for (uint64_t i = 0; i < 256; ++i) sink = sink + i * 2654435761u;
+}
+
+}  // namespace
+
+const char* to_string(SignalKind s) {
+  return s == SignalKind::AllThreadsFinished ? "all-threads-finished" : "thread0-started";
+}
+
+std::optional<SignalKind> parse_signal(std::string_view s) {
+  for (SignalKind k : {SignalKind::AllThreadsFinished, SignalKind::Thread0Started})
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
+Walk::Walk(const WalkConfig& cfg, uint64_t file_bytes, uint64_t steps, const std::byte* base, Pager* pager, Trace& trace)
+    : cfg_(cfg),
+      file_bytes_(file_bytes),
+      chunks_(static_cast<uint32_t>((file_bytes + cfg.chunk_size - 1) / cfg.chunk_size)),
+      steps_(steps),
+      base_(base),
+      pager_(pager),
+      trace_(trace) {}
+
+uint64_t Walk::chunk_len(uint32_t c) const {
+  return std::min<uint64_t>(cfg_.chunk_size, file_bytes_ - static_cast<uint64_t>(c) * cfg_.chunk_size);
+}
+
+void Walk::start_kernel_mapping() { probe_kernel_miss(0); }
+
+// Arm A's miss test, just before a step: any page of the chunk not in the page cache.
+void Walk::probe_kernel_miss(uint64_t s) {
+  const uint32_t c = static_cast<uint32_t>(s % chunks_);
+  const PageCount pc = count_resident(base_ + static_cast<uint64_t>(c) * cfg_.chunk_size, chunk_len(c), mincore_buf_);
+  next_miss_ = !pc.ok || pc.present < pc.pages;
+}
+
+void Walk::step_body(uint32_t t, uint64_t s) {
+  const uint32_t c = static_cast<uint32_t>(s % chunks_);
+  if (pager_ && t == 0 && cfg_.signal == SignalKind::Thread0Started) pager_->signal(s);
+  if (pager_) pager_->enter(c);
+  const uint64_t off0 = static_cast<uint64_t>(c) * cfg_.chunk_size;
+  const uint64_t pages = chunk_len(c) / kPage;
+  uint64_t verified = 0;
+  for (uint64_t p = t; p < pages; p += cfg_.threads) {
+    const uint64_t off = off0 + p * kPage;
+    const VerifyResult r = verify_pattern(base_ + off, off, kPage, cfg_.seed);
+    verified += kPage;
+    if (!r.bad_words) continue;
+    bad_words_ += r.bad_words;
+    std::lock_guard lk(err_mu_);
+    if (!first_bad_ || r.first->offset < first_bad_->offset) {
+      first_bad_ = r.first;
+      first_bad_step_ = s;
+    }
+  }
+  bytes_verified_ += verified;
+  busy_work(cfg_.compute_us);
+  if (pager_) pager_->leave(c);
+}
+
+void Walk::end_of_step() {
+  if (steps_ == 0) return;
+  const uint64_t s = step_;
+  const uint32_t c = static_cast<uint32_t>(s % chunks_);
+  bool miss = next_miss_;
+  if (pager_) {
+    miss = pager_->demand_filled_in(c, s);
+    if (cfg_.signal == SignalKind::AllThreadsFinished)
+      pager_->step_boundary(s, s + 1);
+    else
+      pager_->set_step(s + 1);
+  }
+  ++accesses_;
+  misses_ += miss ? 1 : 0;
+  trace_.append(s, c, TraceKind::Access, miss ? kTraceMiss : 0);
+  step_ = s + 1;
+  if (bad_words_.load() > 0) {
+    stop_ = true;
+    stop_reason_ = "verify";
+  }
+  // Startup audit: after the first pass every declared chunk must have been signalled.
+  if (pager_ && s + 1 == chunks_ && !stop_) {
+    const auto zero = pager_->audit().zero_signal_chunks();
+    if (!zero.empty()) {
+      stop_ = true;
+      stop_reason_ = "signal audit: " + std::to_string(zero.size()) +
+                     " declared chunk(s) received no consumption signal in the first pass (first: " +
+                     std::to_string(zero.front()) + ")";
+    }
+  }
+  if (!pager_ && step_ < steps_ && !stop_) probe_kernel_miss(step_);
+}
+
+std::string Walk::error() const {
+  std::lock_guard lk(err_mu_);
+  if (first_bad_) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "verify: byte at offset %llu is 0x%02x, expected 0x%02x (chunk %llu, step %llu)",
+                  static_cast<unsigned long long>(first_bad_->offset), first_bad_->actual, first_bad_->expected,
+                  static_cast<unsigned long long>(first_bad_->offset / cfg_.chunk_size),
+                  static_cast<unsigned long long>(first_bad_step_));
+    return buf;
+  }
+  return stop_reason_;
+}
+
+}  // namespace resid

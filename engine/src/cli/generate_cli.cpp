@@ -1,0 +1,46 @@
+#include "cli/generate_cli.hpp"
+
+#include "cli/pager_arm_cli.hpp"
+#include "core/errors.hpp"
+#include "drivers/generate.hpp"
+
+namespace resid {
+
+struct GenerateCli {
+  CLI::App* cmd = nullptr;
+  GenerateConfig cfg;
+  PagerArmFlags pager;
+  std::string huge;
+  CLI::Option *model = nullptr, *prompt = nullptr;
+};
+
+std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
+  auto cli = std::make_shared<GenerateCli>();
+  GenerateConfig& c = cli->cfg;
+  auto* g = app.add_subcommand("generate", "greedy decoding with llama.cpp through the kernel mapping or the pager");
+  cli->cmd = g;
+  cli->model = g->add_option("--model", c.model, "the GGUF (required)");
+  add_pager_arm_flags(g, c.pager, cli->pager, "llama.cpp compute threads",
+                      "fail a fault not served (or a generation not moving) within this many seconds",
+                      "load the model and create the context, generate nothing", "recycle-live: N is a pass");
+  cli->prompt = g->add_option("--prompt", c.prompt, "the prompt (required)");
+  add_uint(g, "--tokens", c.tokens, "generated tokens (greedy)")->capture_default_str();
+  add_uint(g, "--ctx", c.ctx, "context size")->capture_default_str();
+  g->add_option("--huge-chunks", cli->huge,
+                "off | move | collapse: how filled chunks are backed (default: move with 2 MiB-multiple chunks, else off)")
+      ->check(CLI::IsMember({"off", "move", "collapse"}));
+  return cli;
+}
+
+bool generate_selected(const GenerateCli& cli) { return cli.cmd && cli.cmd->parsed(); }
+
+int run_generate_cli(const GenerateCli& cli) {
+  if (!generate_available()) return run_generate(cli.cfg);  // says how it was built
+  if (auto m = missing({cli.model, cli.pager.out, cli.pager.arm_opt, cli.prompt}); !m.empty()) throw InputError(m);
+  GenerateConfig c = cli.cfg;
+  cli.pager.apply(c.pager);
+  if (!cli.huge.empty()) c.huge = *parse_huge_chunks(cli.huge);
+  return run_generate(c);
+}
+
+}  // namespace resid

@@ -1,0 +1,49 @@
+#include "cli/pager_arm_cli.hpp"
+
+#include <cstdlib>
+
+namespace resid {
+
+namespace {
+
+const CLI::Validator kPositiveSeconds(
+    [](std::string& v) -> std::string {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(x > 0) || x > 1e6) return "'" + v + "' is not a positive number of seconds";
+      return {};
+    },
+    "SECONDS");
+
+}  // namespace
+
+void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, const std::string& threads,
+                         const std::string& watchdog, const std::string& calibrate, const std::string& fault_units) {
+  f.out = app->add_option("--out", c.out, "run directory, created (required)");
+  f.arm_opt = app->add_option("--arm", f.arm, std::string(arm_names()) + " (required)")
+                  ->check(CLI::IsMember({"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}));
+  f.budget_opt = add_uint(app, "--budget-bytes", f.budget, "weight-residency budget (pager arms)");
+  add_uint(app, "--chunk-size", c.chunk_size, "bytes, a multiple of the page size")->capture_default_str();
+  add_uint(app, "--threads", c.threads, threads)->capture_default_str();
+  add_source_flags(app, f.source, "direct");
+  add_uint(app, "--prefetch-depth", c.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
+  app->add_flag("--eager-reconcile", c.eager_reconcile, "mincore check after every fill and eviction");
+  app->add_option("--watchdog-s", c.watchdog_s, watchdog)->check(kPositiveSeconds)->capture_default_str();
+  app->add_flag("--calibrate", c.calibrate, calibrate);
+  add_fault_flag(app, f.fault, fault_units);
+}
+
+void PagerArmFlags::apply(PagerArmConfig& c) const {
+  c.arm = *parse_arm(arm);
+  source.apply(c.source, c.windows, c.depth);
+  if (budget_opt->count() > 0) c.budget_bytes = budget;
+  if (!fault.empty()) c.fault = parse_fault_spec(fault);
+}
+
+std::string missing(std::initializer_list<CLI::Option*> opts) {
+  for (auto* o : opts)
+    if (o->count() == 0) return o->get_name() + " is required";
+  return {};
+}
+
+}  // namespace resid

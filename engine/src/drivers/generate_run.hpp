@@ -1,0 +1,152 @@
+// One `residctl generate` run (built with llama.cpp only). The driver thread loads the model
+// and decodes (generate_llama.cpp); llama.cpp's eval callback reaches it through the llama
+// adapter as object steps (generate_steps.cpp), which it turns into the pager's consumers
+// and consumption signals and the access trace; the main thread sets up the budget and the
+// pager and watches the run (generate.cpp); the run directory is written last
+// (generate_record.cpp).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/llama/adapter.hpp"
+#include "adapters/llama/mapping.hpp"
+#include "adapters/llama/objects.hpp"
+#include "drivers/generate.hpp"
+#include "llama.h"
+#include "pager/signal_audit.hpp"
+#include "pager/trace.hpp"
+
+namespace resid {
+
+constexpr uint32_t kAuditPasses = 3;  // the prefill and the first two decode passes
+
+// --huge-chunks, resolved: `move` by default when chunks are whole huge pages (2 MiB
+// multiples), `off` otherwise; an explicit mode is taken as given (the pager refuses what
+// the kernel or the chunk size cannot do: exit 2, never a fallback).
+HugeChunks huge_mode(const GenerateConfig& c);
+std::string one_line(std::string s);
+// The last error llama.cpp or ggml logged ("" if none); their log is kept, not printed.
+std::string llama_log_error();
+void capture_llama_log();
+
+class GenerateRun final : public StepListener {
+ public:
+  GenerateRun(const GenerateConfig& cfg, Manifest m, GgufSummary g);
+  int execute();
+
+  // ---- StepListener (the driver thread, inside llama_decode) ---------------------------
+  void pass_started(std::optional<std::vector<ChunkId>> embd_rows) override;
+  void object_entered(uint32_t obj) override;
+  void routes(int layer, std::vector<std::vector<int32_t>> experts) override;
+
+ private:
+  struct RecycleProbe {
+    bool fired = false;
+    ChunkId chunk = 0;
+    PlanError answer = PlanError::None;
+    bool resident_after = false;
+  };
+
+  // generate.cpp: budget, pager, the watch, the verdict.
+  void open_pager();
+  std::string watch_error();
+  std::string verdict();
+  // generate_steps.cpp
+  size_t reserve_records() const;
+  void finish_pass();
+  const std::vector<ChunkId>& access_chunks(uint32_t obj) const { return obj == 0 ? embd_access_ : steps_[obj]; }
+  nlohmann::json oversize_objects() const;
+  bool oversize(uint32_t obj) const { return pager_ && access_chunks(obj).size() > fit_chunks_; }
+  void enter(uint32_t obj);
+  void leave(uint32_t obj);
+  void signal(uint64_t consumed, uint64_t next, bool next_oversize);
+  void record_accesses(uint32_t obj, uint64_t step);
+  void probe_kernel(uint32_t obj);
+  void compute_chunk_runs(const MappingReport& mr);
+  void touch_progress();
+  void maybe_probe_recycle(uint32_t old);
+  std::string probe_error() const;
+  // generate_llama.cpp: the driver thread.
+  void drive();
+  bool load_model(llama_model*& model);
+  bool make_context(llama_model* model, llama_context*& ctx, ggml_threadpool*& tp);
+  bool tokenize_prompt(const llama_vocab* vocab);
+  void generate_tokens(llama_context* ctx, const llama_vocab* vocab);
+  void take_row(uint32_t i, const float* row);
+  int32_t argmax(const float* row) const;
+  std::string stop_reason() const;
+  void progress_line(uint32_t done, bool final);
+  // generate_record.cpp
+  nlohmann::json record(const std::string& error);
+  nlohmann::json counters_json();
+  nlohmann::json model_json() const;
+  nlohmann::json generation_json() const;
+  nlohmann::json signal_audit_json() const;
+  void write_outputs(const std::string& error, bool with_generation);
+  void write_generation();
+  [[noreturn]] void fail_now(const std::string& error);
+
+  const GenerateConfig& cfg_;
+  const PagerArmConfig& a_;
+  Manifest m_;
+  GgufSummary g_;
+  std::vector<std::vector<ChunkId>> steps_;
+  uint32_t S_;
+  SignalAudit audit_;
+  Trace trace_;
+  EvalObserver observer_;
+
+  std::unique_ptr<Pager> pager_;
+  std::shared_ptr<const FaultReport> fault_report_;  // a source cell's decorator (--fault)
+  PagerBudget budget_;
+  std::optional<uint64_t> budget_chunks_;
+  uint64_t fit_chunks_ = UINT64_MAX;  // the largest step held whole (live consumers on every chunk)
+  std::optional<uint64_t> region_huge_bytes_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  RunMonitor monitor_;
+
+  // Driver-thread state.
+  uint64_t pass_ = 0;
+  bool pass_open_ = false;
+  int cur_ = -1;
+  uint64_t cur_step_ = 0;
+  bool cur_entered_ = false;          // the current step's chunks were entered (not oversize)
+  std::vector<ChunkId> embd_access_;  // this pass's embd rows' chunks
+  uint64_t embd_rows_unread_ = 0;
+  std::vector<uint8_t> entry_miss_;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> chunk_runs_;
+  std::vector<unsigned char> mincore_buf_;
+  const std::byte* kmap_base_ = nullptr;
+  uint64_t sequence_errors_ = 0;
+  std::optional<std::string> audit_error_;
+  RecycleProbe probe_;
+  std::mutex routes_mu_;
+  std::vector<std::string> routes_;
+  std::vector<llama_token> prompt_tokens_, tokens_;
+  std::vector<std::string> row_sha_;
+  std::string text_;
+  int32_t n_vocab_ = 0;
+  uint64_t prefill_ns_ = 0, decode_ns_ = 0, decode_wall_ns_ = 0, load_ns_ = 0, context_ns_ = 0;
+  std::string logits_tmp_;
+  int logits_fd_ = -1;
+  std::string input_error_;  // llama.cpp refused the model: exit 2
+  std::string run_error_;    // the run failed: exit 1
+  bool loaded_ = false;
+
+  // Shared with the monitor.
+  std::atomic<uint64_t> last_progress_ns_{0};
+  std::atomic<uint64_t> accesses_{0}, misses_{0}, signals_{0}, steps_done_{0}, passes_done_{0};
+  std::atomic<uint64_t> io0_{0}, io_end_{0}, t_start_{0}, t_end_{0};
+  std::atomic<bool> in_generation_{false};
+};
+
+}  // namespace resid
