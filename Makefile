@@ -62,5 +62,11 @@ test-python: venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
 
+# The benchmarks: ratios measured side by side in one run (the engine and SmolLM2 first).
+bench: sysdeps venv
+	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default engine llm_models
+	$(BIN)/python bench/pager_model.py
+	engine/bench/stream_vs_fio.sh
+
 clean:
 	rm -rf .build .snakemake results figures claims

@@ -274,6 +274,15 @@ class Pager final : private FillOwner {
     std::vector<ChunkId> chunks;  // capacity: the window count
   };
 
+  // Construction, in order (pager.cpp, region.cpp).
+  void init_geometry();
+  void build_chunk_manifest();
+  void check_huge_support() const;
+  void open_userfaultfd();
+  void map_region();
+  void register_region();
+  void init_books();
+  void init_plan();
   void loop();
   void read_messages();
   void handle_unmap(uintptr_t start, uintptr_t end);

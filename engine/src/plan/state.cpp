@@ -764,97 +764,108 @@ void Plan::slot_states(SlotPhase* phases, uint32_t* consumers) const {
 
 // ---- the invariant check ---------------------------------------------------------------------
 
-bool Plan::check_locked() {
-  ++c_.reconcile_checks;
-  bool ok = true;
-  auto bad = [&](const char* fmt, ...) {
-    if (ok && first_violation_[0] == '\0') {
-      va_list ap;
-      va_start(ap, fmt);
-      std::vsnprintf(first_violation_, sizeof first_violation_, fmt, ap);
-      va_end(ap);
-    }
-    ok = false;
-  };
+// The first violation is kept (formatted into a fixed buffer: no allocation).
+void Plan::violation(const char* fmt, ...) {
+  if (check_ok_ && first_violation_[0] == '\0') {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(first_violation_, sizeof first_violation_, fmt, ap);
+    va_end(ap);
+  }
+  check_ok_ = false;
+}
+
+// Every live ticket names a LOADING slot of its own object, generation, epoch and bundle;
+// counts the tickets per slot into scratch_. Returns the live tickets.
+uint32_t Plan::check_tickets_locked() {
   for (auto& x : scratch_) x = 0;
   uint32_t live = 0;
   for (size_t w = 0; w < windows_.size(); ++w) {
     const Ticket& t = tickets_[w];
     if ((windows_[w] == WindowPhase::Free) == t.live)
-      bad("window %zu is %s but its ticket is %s", w, to_string(windows_[w]), t.live ? "live" : "retired");
+      violation("window %zu is %s but its ticket is %s", w, to_string(windows_[w]), t.live ? "live" : "retired");
     if (!t.live) continue;
     ++live;
     if (t.slot < 0 || static_cast<size_t>(t.slot) >= slots_.size()) {
-      bad("ticket of window %zu names slot %d", w, t.slot);
+      violation("ticket of window %zu names slot %d", w, t.slot);
       continue;
     }
     ++scratch_[static_cast<size_t>(t.slot)];
     const Slot& s = slots_[static_cast<size_t>(t.slot)];
-    if (s.phase != SlotPhase::Loading)
-      bad("ticket of window %zu targets slot %d in %s", w, t.slot, to_string(s.phase));
+    if (s.phase != SlotPhase::Loading) violation("ticket of window %zu targets slot %d in %s", w, t.slot, to_string(s.phase));
     if (s.generation != t.generation || s.object != t.object)
-      bad("ticket of window %zu (object %u gen %llu) disagrees with slot %d (object %u gen %llu)", w, t.object,
-          static_cast<unsigned long long>(t.generation), t.slot, s.object,
-          static_cast<unsigned long long>(s.generation));
+      violation("ticket of window %zu (object %u gen %llu) disagrees with slot %d (object %u gen %llu)", w, t.object,
+                static_cast<unsigned long long>(t.generation), t.slot, s.object,
+                static_cast<unsigned long long>(s.generation));
     if (t.epoch > epoch_ || (t.epoch != epoch_ && !s.abandoned))
-      bad("ticket of window %zu has epoch %llu (current %llu) on a live version", w,
-          static_cast<unsigned long long>(t.epoch), static_cast<unsigned long long>(epoch_));
-    if (s.bundle != static_cast<int32_t>(t.bundle)) bad("ticket of window %zu and slot %d name different bundles", w, t.slot);
+      violation("ticket of window %zu has epoch %llu (current %llu) on a live version", w,
+                static_cast<unsigned long long>(t.epoch), static_cast<unsigned long long>(epoch_));
+    if (s.bundle != static_cast<int32_t>(t.bundle))
+      violation("ticket of window %zu and slot %d name different bundles", w, t.slot);
     const PlanObject& o = m_.object(t.object);
     if (t.piece < o.first_piece || t.piece >= o.first_piece + o.pieces)
-      bad("ticket of window %zu carries piece %u outside object %u", w, t.piece, t.object);
+      violation("ticket of window %zu carries piece %u outside object %u", w, t.piece, t.object);
     if ((windows_[w] == WindowPhase::HostReady || windows_[w] == WindowPhase::Copying) && !t.host)
-      bad("window %zu is %s without host bytes", w, to_string(windows_[w]));
+      violation("window %zu is %s without host bytes", w, to_string(windows_[w]));
   }
+  return live;
+}
+
+// A published slot: every byte of its object landed, no movement left, consumer counts that
+// fit its phase.
+void Plan::check_published_locked(size_t i, const Slot& s, const PlanObject* o) {
+  if (s.pending || s.bundle != -1 || s.abandoned) violation("published slot %zu still has movement", i);
+  if (!o || s.landed != o->logical_bytes || s.pieces_copied != o->pieces)
+    violation("published slot %zu holds %llu bytes, its object %llu", i, static_cast<unsigned long long>(s.landed),
+              static_cast<unsigned long long>(o ? o->logical_bytes : 0));
+  if (s.phase == SlotPhase::DeviceReady && (s.acquired || s.consumers)) violation("slot %zu is DEVICE_READY but acquired", i);
+  if (cfg_.open_consumers) {
+    if (s.phase == SlotPhase::InUse && s.consumers == 0) violation("slot %zu is IN_USE without a live consumer", i);
+    if (s.phase == SlotPhase::Recyclable && s.consumers)
+      violation("slot %zu is RECYCLABLE with %u live consumer(s)", i, s.consumers);
+    return;
+  }
+  if (s.phase == SlotPhase::InUse &&
+      (s.finished + s.consumers != s.acquired || s.acquired > cfg_.consumers ||
+       (s.consumers == 0 && s.finished >= cfg_.consumers)))
+    violation("slot %zu IN_USE consumer counts disagree (acquired %u, live %u, finished %u)", i, s.acquired, s.consumers,
+              s.finished);
+  if (s.phase == SlotPhase::Recyclable && (s.consumers || s.finished != cfg_.consumers))
+    violation("slot %zu is RECYCLABLE before its consumers finished", i);
+}
+
+// Every slot's phase against its movement and consumers. Returns the live consumers.
+uint64_t Plan::check_slots_locked() {
   uint64_t consumers = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     consumers += s.consumers;
-    if (scratch_[i] != s.pending) bad("slot %zu counts %u pending reads, %u tickets target it", i, s.pending, scratch_[i]);
+    if (scratch_[i] != s.pending) violation("slot %zu counts %u pending reads, %u tickets target it", i, s.pending, scratch_[i]);
     const PlanObject* o = s.object < m_.object_count() ? &m_.object(s.object) : nullptr;
     const bool open = cfg_.open_consumers;
     switch (s.phase) {
       case SlotPhase::Vacant:
-        if (s.pending || (s.consumers && !open) || s.bundle != -1) bad("slot %zu is VACANT but holds work", i);
+        if (s.pending || (s.consumers && !open) || s.bundle != -1) violation("slot %zu is VACANT but holds work", i);
         break;
       case SlotPhase::Loading:
-        if ((s.consumers && !open) || s.acquired) bad("slot %zu is LOADING with consumers", i);
-        if (s.bundle < 0 || !bundles_[static_cast<size_t>(s.bundle)].live) bad("slot %zu is LOADING without a live bundle", i);
+        if ((s.consumers && !open) || s.acquired) violation("slot %zu is LOADING with consumers", i);
+        if (s.bundle < 0 || !bundles_[static_cast<size_t>(s.bundle)].live)
+          violation("slot %zu is LOADING without a live bundle", i);
         if (!o || s.pieces_issued > o->pieces || s.pieces_copied > s.pieces_issued || s.landed > o->logical_bytes)
-          bad("slot %zu movement counts are out of range", i);
+          violation("slot %zu movement counts are out of range", i);
         if (!s.abandoned && s.pieces_issued != s.pieces_copied + s.pending)
-          bad("slot %zu lost a read: issued %u, copied %u, pending %u", i, s.pieces_issued, s.pieces_copied, s.pending);
+          violation("slot %zu lost a read: issued %u, copied %u, pending %u", i, s.pieces_issued, s.pieces_copied, s.pending);
         break;
       case SlotPhase::DeviceReady:
       case SlotPhase::InUse:
-      case SlotPhase::Recyclable:
-        if (s.pending || s.bundle != -1 || s.abandoned) bad("published slot %zu still has movement", i);
-        if (!o || s.landed != o->logical_bytes || s.pieces_copied != o->pieces)
-          bad("published slot %zu holds %llu bytes, its object %llu", i, static_cast<unsigned long long>(s.landed),
-              static_cast<unsigned long long>(o ? o->logical_bytes : 0));
-        if (s.phase == SlotPhase::DeviceReady && (s.acquired || s.consumers)) bad("slot %zu is DEVICE_READY but acquired", i);
-        if (open) {
-          if (s.phase == SlotPhase::InUse && s.consumers == 0) bad("slot %zu is IN_USE without a live consumer", i);
-          if (s.phase == SlotPhase::Recyclable && s.consumers) bad("slot %zu is RECYCLABLE with %u live consumer(s)", i, s.consumers);
-          break;
-        }
-        if (s.phase == SlotPhase::InUse &&
-            (s.finished + s.consumers != s.acquired || s.acquired > cfg_.consumers ||
-             (s.consumers == 0 && s.finished >= cfg_.consumers)))
-          bad("slot %zu IN_USE consumer counts disagree (acquired %u, live %u, finished %u)", i, s.acquired, s.consumers,
-              s.finished);
-        if (s.phase == SlotPhase::Recyclable && (s.consumers || s.finished != cfg_.consumers))
-          bad("slot %zu is RECYCLABLE before its consumers finished", i);
-        break;
+      case SlotPhase::Recyclable: check_published_locked(i, s, o); break;
     }
   }
-  if (consumers != c_.consumer_acquires - c_.consumer_releases)
-    bad("live consumers %llu != acquires - releases %llu", static_cast<unsigned long long>(consumers),
-        static_cast<unsigned long long>(c_.consumer_acquires - c_.consumer_releases));
-  if (c_.tickets_issued != c_.tickets_retired + live)
-    bad("tickets issued %llu != retired %llu + live %u", static_cast<unsigned long long>(c_.tickets_issued),
-        static_cast<unsigned long long>(c_.tickets_retired), live);
-  if (published_failed_ != 0) bad("a failed bundle was published");
+  return consumers;
+}
+
+// Every live bundle holds LOADING slots of the current epoch (unless it failed).
+void Plan::check_bundles_locked() {
   for (size_t bi = 0; bi < bundles_.size(); ++bi) {
     const Bundle& b = bundles_[bi];
     if (!b.live) continue;
@@ -864,12 +875,27 @@ bool Plan::check_locked() {
       if (s.bundle != static_cast<int32_t>(bi)) continue;
       ++bound;
       if (!b.failed && (s.phase != SlotPhase::Loading || s.abandoned || b.epoch != epoch_))
-        bad("live bundle %zu has slot %d in %s", bi, si, to_string(s.phase));
+        violation("live bundle %zu has slot %d in %s", bi, si, to_string(s.phase));
     }
-    if (bound == 0) bad("live bundle %zu holds no slot", bi);
+    if (bound == 0) violation("live bundle %zu holds no slot", bi);
   }
-  if (!ok) ++c_.reconcile_violations;
-  return ok;
+}
+
+bool Plan::check_locked() {
+  ++c_.reconcile_checks;
+  check_ok_ = true;
+  const uint32_t live = check_tickets_locked();
+  const uint64_t consumers = check_slots_locked();
+  if (consumers != c_.consumer_acquires - c_.consumer_releases)
+    violation("live consumers %llu != acquires - releases %llu", static_cast<unsigned long long>(consumers),
+              static_cast<unsigned long long>(c_.consumer_acquires - c_.consumer_releases));
+  if (c_.tickets_issued != c_.tickets_retired + live)
+    violation("tickets issued %llu != retired %llu + live %u", static_cast<unsigned long long>(c_.tickets_issued),
+              static_cast<unsigned long long>(c_.tickets_retired), live);
+  if (published_failed_ != 0) violation("a failed bundle was published");
+  check_bundles_locked();
+  if (!check_ok_) ++c_.reconcile_violations;
+  return check_ok_;
 }
 
 }  // namespace resid

@@ -337,6 +337,12 @@ class Plan {
   Bundle* bundle_of(BundleHandle h);
   const Bundle* bundle_of(BundleHandle h) const;
   bool check_locked();
+  // Its parts (lock held).
+  void violation(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  uint32_t check_tickets_locked();
+  uint64_t check_slots_locked();
+  void check_published_locked(size_t i, const Slot& s, const PlanObject* o);
+  void check_bundles_locked();
 
   const PlanManifest& m_;
   PlanConfig cfg_;
@@ -353,6 +359,7 @@ class Plan {
   PlanCounters c_;
   RejectionRecord first_rejection_;
   char first_violation_[256] = {0};
+  bool check_ok_ = true;           // the check in progress found nothing yet
   uint64_t published_failed_ = 0;  // publications of a failed bundle: must stay 0
   std::vector<uint32_t> scratch_;  // per-slot ticket counts for the check
 };

@@ -43,13 +43,13 @@ class Cli : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(Cli, EveryArmScansAndWritesTheRunDirectory) {
-  const bool uffd = !test::uffd_unavailable();
-  for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}) {
-    if (arm != "kernel-mmap" && !uffd) {
-      std::printf("skipping %s: %s\n", arm.c_str(), test::uffd_unavailable()->c_str());
-      continue;
-    }
+class CliArm : public Cli, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CliArm, ScansAndWritesTheRunDirectory) {
+  const std::string arm = GetParam();
+  if (arm != "kernel-mmap")
+    if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  {
     const std::string out = dir_.file("run-" + arm);
     auto r = run(scan_args(arm, out), errf_);
     ASSERT_EQ(r.status, 0) << arm << ": " << r.err;
@@ -82,6 +82,15 @@ TEST_F(Cli, EveryArmScansAndWritesTheRunDirectory) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Arms, CliArm,
+                         ::testing::Values("kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"),
+                         [](const auto& p) {
+                           std::string n = p.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 // The scan's sources through the Plan: P, D and F (uring, eight windows, the next chunk read
 // ahead) verify every byte and close balanced; F allocates nothing on its read path. (The
@@ -168,7 +177,12 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
   EXPECT_NE(r.err.find("multiple of 4096"), std::string::npos) << r.err;
 }
 
-TEST_F(Cli, CorruptedByteFailsTheRun) {
+class CliCorrupt : public Cli, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CliCorrupt, ByteFailsTheRun) {
+  const std::string arm = GetParam();
+  if (arm != "kernel-mmap")
+    if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
   // Flip one byte in chunk 5.
   const long off = 5 * 65536 + 1234;
   {
@@ -180,9 +194,7 @@ TEST_F(Cli, CorruptedByteFailsTheRun) {
     std::fputc(c ^ 0x5a, f);
     std::fclose(f);
   }
-  const bool uffd = !test::uffd_unavailable();
-  for (std::string arm : {"kernel-mmap", "pager-declared"}) {
-    if (arm != "kernel-mmap" && !uffd) continue;
+  {
     const std::string out = dir_.file("bad-" + arm);
     auto r = run(scan_args(arm, out), errf_);
     EXPECT_EQ(r.status, 1) << arm << ": " << r.err;
@@ -194,6 +206,9 @@ TEST_F(Cli, CorruptedByteFailsTheRun) {
     EXPECT_GT(j["counters"]["verify_errors"].get<int>(), 0);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Arms, CliCorrupt, ::testing::Values("kernel-mmap", "pager-declared"),
+                         [](const auto& p) { return p.param == "kernel-mmap" ? std::string("A") : std::string("D"); });
 
 TEST_F(Cli, ProbePrintsTheContractObject) {
   const std::string outf = dir_.file("probe.json");

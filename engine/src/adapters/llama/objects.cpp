@@ -40,18 +40,10 @@ bool is_shared_rope(const std::string& name) {
 
 }  // namespace
 
-Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
-                        uint64_t chunk_size) {
-  if (chunk_size == 0) throw InputError("chunk size must be positive");
-  if (tensors.empty()) throw InputError("the model has no tensors");
-  Manifest m;
-  m.file_bytes = file_bytes;
-  m.data_offset = data_offset;
-  m.chunk_size = chunk_size;
-  const uint64_t n = (file_bytes + chunk_size - 1) / chunk_size;
-  if (n > UINT32_MAX) throw InputError("too many chunks");
-  m.chunks = static_cast<uint32_t>(n);
+namespace {
 
+// Tensors sorted by offset, inside the file and not overlapping (InputError naming one).
+void check_tensor_extents(std::vector<TensorInfo>& tensors, uint64_t file_bytes, uint64_t data_offset) {
   std::stable_sort(tensors.begin(), tensors.end(),
                    [](const TensorInfo& a, const TensorInfo& b) { return a.offset < b.offset; });
   uint64_t prev_end = data_offset;
@@ -69,77 +61,94 @@ Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, ui
       prev_name = t.name;
     }
   }
-  m.tensors = std::move(tensors);
+}
 
-  // Classify.
+// The tensors by the object they belong to, from their names.
+struct Classified {
   std::optional<uint32_t> embd;
-  std::vector<uint32_t> output_tensors;
+  std::vector<uint32_t> embd_tensors, output_tensors, shared;
   std::map<uint32_t, std::vector<uint32_t>> layers;
-  std::vector<uint32_t> shared;
   bool has_output_weight = false;
-  for (uint32_t i = 0; i < m.tensors.size(); ++i) {
-    const std::string& name = m.tensors[i].name;
+};
+
+Classified classify(const std::vector<TensorInfo>& tensors) {
+  Classified c;
+  for (uint32_t i = 0; i < tensors.size(); ++i) {
+    const std::string& name = tensors[i].name;
     if (auto l = layer_of(name)) {
-      layers[*l].push_back(i);
+      c.layers[*l].push_back(i);
     } else if (starts_with(name, "token_embd.")) {
-      if (name == "token_embd.weight") embd = i;  // companions (a bias) join embd below
+      c.embd_tensors.push_back(i);  // the weight and any companions (a bias) form embd
+      if (name == "token_embd.weight") c.embd = i;
     } else if (starts_with(name, "output_norm.") || starts_with(name, "output.")) {
-      output_tensors.push_back(i);
-      if (name == "output.weight") has_output_weight = true;
+      c.output_tensors.push_back(i);
+      if (name == "output.weight") c.has_output_weight = true;
     } else if (is_shared_rope(name)) {
-      shared.push_back(i);
+      c.shared.push_back(i);
     } else {
       throw InputError("tensor " + name + " belongs to no object (embd, layer.N, output): not a llama-layout model");
     }
   }
-  if (!embd) throw InputError("the model has no token_embd.weight");
-  if (layers.empty()) throw InputError("the model has no blk.N.* tensors");
-  const uint32_t n_layer = layers.rbegin()->first + 1;
-  if (layers.size() != n_layer) {
-    for (uint32_t l = 0; l < n_layer; ++l)
-      if (!layers.count(l)) throw InputError("the model has no tensors for layer " + std::to_string(l));
+  if (!c.embd) throw InputError("the model has no token_embd.weight");
+  if (c.layers.empty()) throw InputError("the model has no blk.N.* tensors");
+  const uint32_t n_layer = c.layers.rbegin()->first + 1;
+  for (uint32_t l = 0; l < n_layer; ++l)
+    if (!c.layers.count(l)) throw InputError("the model has no tensors for layer " + std::to_string(l));
+  return c;
+}
+
+// An object of tensors `ts`: its bytes, its extents (adjacent tensors merged) and its chunks.
+ModelObject make_object(const Manifest& m, std::string name, ObjectKind kind, int layer, std::vector<uint32_t> ts) {
+  std::sort(ts.begin(), ts.end());
+  ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+  ModelObject o;
+  o.name = std::move(name);
+  o.kind = kind;
+  o.layer = layer;
+  o.tensors = std::move(ts);
+  std::set<ChunkId> cs;
+  for (uint32_t t : o.tensors) {
+    const auto& ti = m.tensors[t];
+    o.bytes += ti.bytes;
+    if (ti.bytes == 0) continue;
+    const uint64_t b = ti.offset, e = ti.offset + ti.bytes;
+    if (!o.extents.empty() && o.extents.back().second >= b)
+      o.extents.back().second = std::max(o.extents.back().second, e);
+    else
+      o.extents.emplace_back(b, e);
+    for (uint64_t c = b / m.chunk_size; c <= (e - 1) / m.chunk_size; ++c) cs.insert(static_cast<ChunkId>(c));
   }
-  m.n_layer = n_layer;
-  m.tied_output = !has_output_weight;
+  o.chunks.assign(cs.begin(), cs.end());
+  return o;
+}
 
-  auto make = [&](std::string name, ObjectKind kind, int layer, std::vector<uint32_t> ts) {
-    std::sort(ts.begin(), ts.end());
-    ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
-    ModelObject o;
-    o.name = std::move(name);
-    o.kind = kind;
-    o.layer = layer;
-    o.tensors = std::move(ts);
-    std::set<ChunkId> cs;
-    for (uint32_t t : o.tensors) {
-      const auto& ti = m.tensors[t];
-      o.bytes += ti.bytes;
-      if (ti.bytes == 0) continue;
-      const uint64_t b = ti.offset, e = ti.offset + ti.bytes;
-      if (!o.extents.empty() && o.extents.back().second >= b)
-        o.extents.back().second = std::max(o.extents.back().second, e);
-      else
-        o.extents.emplace_back(b, e);
-      for (uint64_t c = b / chunk_size; c <= (e - 1) / chunk_size; ++c) cs.insert(static_cast<ChunkId>(c));
-    }
-    o.chunks.assign(cs.begin(), cs.end());
-    return o;
-  };
+}  // namespace
 
-  // token_embd.* (weight and any companions) form embd.
-  std::vector<uint32_t> embd_tensors;
-  for (uint32_t i = 0; i < m.tensors.size(); ++i)
-    if (starts_with(m.tensors[i].name, "token_embd.")) embd_tensors.push_back(i);
-  m.objects.push_back(make("embd", ObjectKind::Embd, -1, embd_tensors));
-  for (uint32_t l = 0; l < n_layer; ++l) {
-    auto ts = layers[l];
-    ts.insert(ts.end(), shared.begin(), shared.end());
-    m.objects.push_back(make("layer." + std::to_string(l), ObjectKind::Layer, static_cast<int>(l), ts));
+Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
+                        uint64_t chunk_size) {
+  if (chunk_size == 0) throw InputError("chunk size must be positive");
+  if (tensors.empty()) throw InputError("the model has no tensors");
+  Manifest m;
+  m.file_bytes = file_bytes;
+  m.data_offset = data_offset;
+  m.chunk_size = chunk_size;
+  const uint64_t n = (file_bytes + chunk_size - 1) / chunk_size;
+  if (n > UINT32_MAX) throw InputError("too many chunks");
+  m.chunks = static_cast<uint32_t>(n);
+  check_tensor_extents(tensors, file_bytes, data_offset);
+  m.tensors = std::move(tensors);
+  Classified c = classify(m.tensors);
+  m.n_layer = c.layers.rbegin()->first + 1;
+  m.tied_output = !c.has_output_weight;
+  m.objects.push_back(make_object(m, "embd", ObjectKind::Embd, -1, c.embd_tensors));
+  for (uint32_t l = 0; l < m.n_layer; ++l) {
+    auto ts = c.layers[l];
+    ts.insert(ts.end(), c.shared.begin(), c.shared.end());
+    m.objects.push_back(make_object(m, "layer." + std::to_string(l), ObjectKind::Layer, static_cast<int>(l), ts));
   }
-  if (m.tied_output) output_tensors.push_back(*embd);
-  if (output_tensors.empty()) throw InputError("the model has no output tensors (output_norm.*, output.*)");
-  m.objects.push_back(make("output", ObjectKind::Output, -1, output_tensors));
-
+  if (m.tied_output) c.output_tensors.push_back(*c.embd);
+  if (c.output_tensors.empty()) throw InputError("the model has no output tensors (output_norm.*, output.*)");
+  m.objects.push_back(make_object(m, "output", ObjectKind::Output, -1, c.output_tensors));
   m.membership.assign(m.objects.size(), std::vector<uint8_t>(m.tensors.size(), 0));
   for (uint32_t o = 0; o < m.objects.size(); ++o)
     for (uint32_t t : m.objects[o].tensors) m.membership[o][t] = 1;

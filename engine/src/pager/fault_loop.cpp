@@ -1,0 +1,262 @@
+// The fault loop: the pager thread reads the userfaultfd, serves faults, reaps the
+// source's completions, watches itself (the watchdog) and closes the reads at the end.
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/clock.hpp"
+#include "core/errors.hpp"
+#include "pager/pager_internal.hpp"
+
+namespace resid {
+
+void Pager::check_watchdog() {
+  if (pending_.empty() || watchdog_reported_ || paused_) return;
+  const uint64_t limit = static_cast<uint64_t>(cfg_.watchdog_s * 1e9);
+  const uint64_t age = now_ns() - pending_.front().t_read_ns;
+  if (age < limit) return;
+  watchdog_reported_ = true;
+  const ChunkId c = static_cast<ChunkId>((pending_.front().addr - reinterpret_cast<uintptr_t>(base_)) /
+                                         cfg_.chunk_size);
+  RejectionPathScope scope;
+  std::string ev;
+  bool reading = false;
+  {
+    std::lock_guard lk(mu_);
+    ev = evidence_locked();
+    reading = state_[c] == State::Filling;
+  }
+  if (reading) {
+    fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(cfg_.watchdog_s) +
+         " s: its read has been in the " + to_string(source_->engine()) + " source all that time (storage not "
+         "answering); " + ev);
+    return;
+  }
+  fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " +
+       std::to_string(cfg_.watchdog_s) + " s (no evictable chunk: every resident chunk has live "
+       "consumers or a pin); " + ev);
+}
+
+void Pager::check_stall() {
+  const int64_t c = fill_->busy_slot();  // slot c is chunk c
+  if (c < 0 || failed_) return;
+  const uint64_t since = fill_->busy_since_ns();
+  const uint64_t now = now_ns();
+  if (now <= since || now - since < static_cast<uint64_t>(cfg_.watchdog_s * 1e9)) return;
+  if (fill_->busy_slot() != c || fill_->busy_since_ns() != since) return;  // moved on meanwhile
+  RejectionPathScope scope;
+  std::string ev;
+  {
+    std::lock_guard lk(mu_);
+    ev = evidence_locked();
+  }
+  fail("watchdog: the fill of chunk " + std::to_string(c) + " has been in the " +
+       to_string(source_->engine()) + " source for more than " + std::to_string(cfg_.watchdog_s) +
+       " s (storage not answering); " + ev);
+}
+
+void Pager::loop() {
+  // The fault loop is the read path: after start it must not allocate (alloc_count.hpp);
+  // failure messages are built on the rejection path.
+  ReadPathScope scope;
+  {
+    std::lock_guard lk(mu_);
+    alloc0_ = alloc_counts();
+  }
+  for (;;) {
+    read_messages();
+    uint64_t drained;
+    while (::read(evfd_, &drained, sizeof drained) > 0) {
+    }
+    if (cfd_ >= 0)
+      while (::read(cfd_, &drained, sizeof drained) > 0) {
+      }
+    bool progressed = reap_completions();
+    if (!paused_) {
+      progressed |= publish_readahead();
+      progressed |= serve_pending();
+      progressed |= maybe_readahead();
+      if (!progressed && pending_.empty() && !stopping_) progressed = maybe_prefetch();
+      if (blocking_) progressed |= reap_completions();  // a blocking read completed in submit()
+    }
+    run_due_failure_callback();
+    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || failed_) && (fill_->inflight() == 0 || failed_)) {
+      // Final drain: anything that arrived after the last read is served before we leave.
+      read_messages();
+      if (pending_.empty() || failed_) break;
+      continue;
+    }
+    check_watchdog();
+    if (progressed) continue;
+    // Block until a fault/event, a completion, a notification (leave, signal, shutdown), or
+    // the next watchdog tick when a fault is waiting for room.
+    const bool waiting = !pending_.empty() && !paused_;
+    want_leave_notify_.store(waiting || cfg_.prefetch_depth > 0 || cfg_.readahead, std::memory_order_relaxed);
+    pollfd fds[3] = {{uffd_.fd(), POLLIN, 0}, {evfd_, POLLIN, 0}, {cfd_, POLLIN, 0}};
+    ::poll(fds, cfd_ >= 0 ? 3 : 2, waiting ? 20 : -1);
+  }
+  close_reads();
+  {
+    std::lock_guard lk(mu_);
+    alloc1_ = alloc_counts();
+    src_stats_ = source_->stats();
+    closed_source_windows_free_ = source_->windows_free();
+    alloc_done_ = true;
+  }
+  finish_registration();
+}
+
+void Pager::close_reads() {
+  // A failed run may leave reads in flight and accepted reads waiting for their bundle: the
+  // fill path drains the source, hands every completion to the Plan (nothing is copied or
+  // published), gives the windows back, and abandons the tickets whose completion never
+  // came. Then the Plan shuts down (refused while a consumer holds a slot).
+  const uint32_t abandoned = fill_->close();
+  std::lock_guard lk(mu_);
+  cancellations_ += abandoned;
+  for (BundleRun& b : bundles_) {
+    if (!b.live) continue;
+    for (ChunkId c : b.chunks)
+      if (state_[c] == State::Filling) {
+        state_[c] = State::Absent;
+        if (b.roomed) --filling_;
+      }
+    b.live = false;
+    b.ready = false;
+  }
+  readahead_ready_ = 0;
+  plan_shutdown_ = plan_->shutdown();
+}
+
+void Pager::read_messages() {
+  uffd_msg msgs[64];
+  for (;;) {
+    const ssize_t n = ::read(uffd_.fd(), msgs, sizeof msgs);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) fail("read from userfaultfd failed (" + errno_name(errno) + ")");
+      return;
+    }
+    const uint64_t t = now_ns();
+    const size_t count = static_cast<size_t>(n) / sizeof(uffd_msg);
+    for (size_t i = 0; i < count; ++i) {
+      const uffd_msg& m = msgs[i];
+      if (m.event == UFFD_EVENT_PAGEFAULT) {
+        const uintptr_t addr = static_cast<uintptr_t>(m.arg.pagefault.address) & ~(uintptr_t)(page_ - 1);
+        {
+          std::lock_guard lk(mu_);
+          ++st_.faults_handled;
+          const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+          if (oversize_ && addr >= b && addr < b + registered_bytes_)
+            pin_locked(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
+        }
+        pending_.push_back({addr, t, false});
+      } else if (m.event == UFFD_EVENT_UNMAP) {
+        handle_unmap(static_cast<uintptr_t>(m.arg.remove.start), static_cast<uintptr_t>(m.arg.remove.end));
+      }
+    }
+    if (count < sizeof msgs / sizeof msgs[0]) return;
+  }
+}
+
+void Pager::handle_unmap(uintptr_t start, uintptr_t end) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+  const uintptr_t lo = std::max(start, b);
+  const uintptr_t hi = std::min(end, b + registered_bytes_);
+  {
+    std::lock_guard lk(mu_);
+    ++st_.unmap_events;
+    if (lo < hi) {
+      for (uint64_t p = (lo - b) / page_; p < (hi - b + page_ - 1) / page_; ++p) {
+        if (page_unmapped_[p]) continue;
+        page_unmapped_[p] = 1;
+        const ChunkId c = static_cast<ChunkId>(p / chunk_pages_);
+        if (--mapped_pages_[c] == 0) {
+          // The kernel freed whatever was there: drop the chunk from the books (not an
+          // eviction: nothing was decided) and never COPY into it again. Its slot's version
+          // is gone too (a chunk still being read is dropped when its bundle publishes).
+          if (state_[c] == State::Resident) {
+            remove_resident_locked(c);
+            if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
+            state_[c] = State::Absent;
+          }
+          ++st_.unmapped_chunks;
+        }
+      }
+    }
+  }
+  // Faults queued for the hole: wake them so they retry (and die with SIGSEGV, as an
+  // access to unmapped memory must), and forget them.
+  std::erase_if(pending_, [&](const PendingFault& f) { return f.addr >= start && f.addr < end; });
+  if (lo < hi) {
+    uffdio_range r{lo, hi - lo};
+    ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
+  }
+}
+
+bool Pager::serve_pending() {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+  bool progressed = false;
+  for (size_t i = 0; i < pending_.size();) {
+    const PendingFault f = pending_[i];
+    if (f.addr < b || f.addr >= b + registered_bytes_) {  // not ours: let it retry
+      pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+      continue;
+    }
+    const ChunkId c = static_cast<ChunkId>((f.addr - b) / cfg_.chunk_size);
+    int bi = -1;
+    {
+      std::lock_guard lk(mu_);
+      if (page_unmapped_[(f.addr - b) / page_]) {
+        // stale: the hole was woken when the unmap event was read
+        pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+        progressed = true;
+        continue;
+      }
+      if (state_[c] == State::Resident) {
+        // Already published (another thread's fault or a read-ahead filled it): wake it.
+        ++st_.spurious_faults;
+        ++st_.waited_faults;
+        pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+        const uint64_t t = now_ns();
+        st_.exposed_wait_ns += t - f.t_read_ns;
+        uffdio_range r{f.addr, page_};
+        ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
+        progressed = true;
+        continue;
+      }
+      // Filling: its read is in flight; the fault waits for it (never a second read).
+      // Otherwise it waits for a window, for room (a leave), or its chunk's read was
+      // rejected (the run has failed).
+      if (state_[c] != State::Absent || poisoned_[c] || fail_closed_ || free_windows() == 0 || !make_room_locked(c)) {
+        ++i;
+        continue;
+      }
+      bi = begin_bundle_locked(FillKind::Demand, &c, 1);
+      if (bi < 0) {
+        ++i;
+        continue;
+      }
+      prefetched_unused_[c] = 0;
+      pending_[i].trigger = true;
+    }
+    fill_->issue();
+    progressed = true;
+    ++i;
+    // A blocking read happened inside submit(): publish it before the next one, so the
+    // userfaultfd's messages (events) are read in between.
+    if (blocking_) break;
+  }
+  return progressed;
+}
+
+}  // namespace resid

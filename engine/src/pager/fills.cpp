@@ -1,0 +1,418 @@
+// Fills: every fill is a bundle of the Plan moved by the one fill path (plan/fill.hpp);
+// demand fills, arm E's prefetch and F's read-ahead bundles, their publication and books.
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/clock.hpp"
+#include "core/errors.hpp"
+#include "pager/pager_internal.hpp"
+
+namespace resid {
+
+uint32_t Pager::free_windows() const {
+  const size_t depth = source_->max_inflight(), inflight = fill_->inflight();
+  const size_t room = inflight >= depth ? 0 : depth - inflight;
+  return static_cast<uint32_t>(std::min(source_->windows_free(), room));
+}
+
+int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
+  // The chunks are Absent and room was made for them: they become Filling, their slots
+  // LOADING (one request: one bundle, published all-or-nothing).
+  PlanResult<BundleHandle> r{};
+  if (n <= req_slots_.size()) {
+    for (uint32_t k = 0; k < n; ++k) {
+      req_slots_[k] = static_cast<int32_t>(cs[k]);
+      req_tags_[k] = cs[k];
+    }
+    r = plan_->request_slots(req_slots_.data(), cs, req_tags_.data(), n);
+  } else {
+    r.error = PlanError::InvalidArgument;
+  }
+  if (!r.ok()) {
+    const PlanError e = r.error;
+    fail_locked_with([&] { return std::string("internal: the Plan refused the slots of chunk ") + std::to_string(cs[0]) +
+                           " (" + to_string(e) + ")"; });
+    return -1;
+  }
+  const int fi = fill_->track(r.value, cs, n);  // one chunk = one object of the Plan
+  if (fi < 0) {
+    fail_locked_with([] { return std::string("internal: no free fill record"); });
+    return -1;
+  }
+  BundleRun& b = bundles_[static_cast<size_t>(fi)];
+  b.live = true;
+  b.kind = kind;
+  b.n = n;
+  b.ready = false;
+  b.roomed = kind != FillKind::Readahead;
+  b.target = 0;
+  b.chunks.assign(cs, cs + n);
+  for (uint32_t k = 0; k < n; ++k) state_[cs[k]] = State::Filling;
+  // Demand and prefetch reads take their room now; a read-ahead bundle waits in its windows
+  // (paid from the budget) and takes room when it is published.
+  if (kind != FillKind::Readahead) filling_ += n;
+  return fi;
+}
+
+bool Pager::reap_completions() {
+  if (fill_->inflight() == 0) return false;
+  const uint32_t n = fill_->reap(false);
+  if (n > 0) snapshot_source_stats();
+  return n > 0;
+}
+
+bool Pager::copy(uint32_t, const CopyOrder& order, const Completion& c, uint64_t submit_ns) {
+  const ChunkId ch = manifest_->piece(order.piece).object;  // one object per chunk
+  const uint64_t len = chunk_length(ch), got = c.extent.length;
+  // The tail chunk publishes whole pages: zero the window's bytes past the file end.
+  if (len > got) std::memset(c.data + got, 0, len - got);
+  if (!publish(ch, c.data, got)) return false;
+  std::lock_guard lk(mu_);
+  fill_hist_.record(now_ns() - submit_ns);  // the read and the copy
+  return true;
+}
+
+void Pager::snapshot_source_stats() {
+  std::lock_guard lk(mu_);
+  src_stats_ = source_->stats();  // copied, so readers never race the pager thread
+}
+
+void Pager::on_landed(uint32_t fi) {
+  snapshot_source_stats();  // before the wake: a woken thread sees its fill in the stats
+  BundleRun& b = bundles_[fi];
+  if (b.kind == FillKind::Readahead) {
+    b.ready = true;  // HOST_READY in its windows until its step begins
+    ++readahead_ready_;
+    publish_readahead();
+    return;
+  }
+  publish_bundle(b, fi);
+}
+
+void Pager::on_rejected(uint32_t fi, PlanError kind, const Completion& c) {
+  // A fatal rejection: the run fails closed (no further read, copy or publication), and
+  // nothing of this bundle is ever copied.
+  snapshot_source_stats();
+  BundleRun& b = bundles_[fi];
+  fail_closed_ = true;
+  fill_->fail_closed();
+  const RejectionRecord rej = plan_->first_rejection();
+  const ChunkId chunk = rej.kind == kind && rej.slot >= 0 ? static_cast<ChunkId>(rej.slot) : b.chunks[0];
+  {
+    std::lock_guard lk(mu_);
+    if (!rejection_.any) {
+      rejection_ = PagerRejectionReport{true, kind, step_, b.chunks, 0};
+      rejected_bundle_ = static_cast<int>(fi);
+    }
+  }
+  fail_with([&] {
+    std::string m = std::string("rejected ") + to_string(kind) + " completion for chunk " + std::to_string(chunk) +
+                    " (window " + std::to_string(c.window) + ", generation " +
+                    std::to_string(rej.kind == kind ? rej.generation : 0) + ", epoch " +
+                    std::to_string(rej.kind == kind ? rej.epoch : 0) + ")";
+    if (!c.error.empty()) m += ": " + c.error;
+    m += "; nothing of its bundle (" + std::to_string(b.n) + " chunk(s):";
+    for (ChunkId x : b.chunks) m += ' ' + std::to_string(x);
+    return m + ") was published";
+  });
+}
+
+void Pager::on_dropped(uint32_t fi) { drop_bundle(bundles_[fi]); }
+
+void Pager::on_internal(uint32_t fi, const char* what, PlanError e) {
+  const ChunkId c = fi < bundles_.size() && !bundles_[fi].chunks.empty() ? bundles_[fi].chunks[0] : 0;
+  fail_with([&] {
+    return std::string("internal: ") + what + (fi < bundles_.size() ? " (bundle of chunk " + std::to_string(c) + ")" : "") +
+           (e == PlanError::None ? "" : std::string(": ") + to_string(e));
+  });
+}
+
+void Pager::publish_bundle(BundleRun& b, uint32_t fi) {
+  // Every read of the bundle was accepted: copy (or move) each into the region, then publish
+  // the bundle in one Plan transition, book it and wake the waiters.
+  if (!fill_->land(fi)) {
+    fill_->forget(fi);  // the rest is not copied; the Plan abandons its tickets at close
+    drop_bundle(b);
+    return;
+  }
+  std::unique_lock lk(mu_);
+  if (const PlanError e = fill_->publish(fi); e != PlanError::None) {
+    lk.unlock();
+    fail_with([&] { return "internal: the Plan refused to publish the bundle of chunk " + std::to_string(b.chunks[0]) +
+                           " (" + to_string(e) + ")"; });
+    fill_->forget(fi);
+    drop_bundle(b);
+    return;
+  }
+  for (ChunkId c : b.chunks) book_fill_locked(c, b.kind);
+  st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
+  ++st_.bundles_published;
+  if (b.kind == FillKind::Readahead) ++st_.readahead_bundles;
+  if (static_cast<int>(fi) == rejected_bundle_) rejection_.bundle_chunks_published += b.n;
+  if (cfg_.eager_reconcile) reconcile_locked();
+  // The waiters' accounting; the wakes follow (DONTWAKE above: a woken thread finds the
+  // fill in the books).
+  const uint64_t t = now_ns();
+  for (ChunkId c : b.chunks)
+    if (state_[c] == State::Resident) wake_waiters_locked(c, t, b.kind);
+  b.live = false;
+  lk.unlock();
+  for (ChunkId c : b.chunks) {
+    if (mapped_pages_[c] == 0) continue;
+    wake_chunk(c);
+    maybe_collapse(c);
+  }
+}
+
+// A published chunk in the pager's books: resident (or, unmapped meanwhile, gone at once),
+// counted, traced, and told to the policy.
+void Pager::book_fill_locked(ChunkId c, FillKind kind) {
+  --filling_;
+  ++fills_[c];
+  if (kind == FillKind::Demand) {
+    ++st_.demand_fills;
+    if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
+    last_demand_step_[c] = static_cast<int64_t>(step_);
+    if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
+  } else {
+    ++st_.prefetch_fills;
+    if (kind == FillKind::Readahead) ++st_.readahead_fills;
+    if (trace_) trace_->append(step_, c, TraceKind::PrefetchFill);
+  }
+  if (mapped_pages_[c] == 0) {
+    // Unmapped while we read it: nothing to keep (its slot's version goes at once).
+    state_[c] = State::Absent;
+    prefetched_unused_[c] = 0;
+    if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
+    return;
+  }
+  state_[c] = State::Resident;
+  resident_list_.push_back(c);
+  // A demand fill is an access; so is a read-ahead fill (for LRU: the access it stands in
+  // for is one step away). Arm E's prefetch is not.
+  if (kind != FillKind::Prefetch) policy_->on_access(c);
+  policy_->on_fill(c);
+}
+
+void Pager::drop_bundle(BundleRun& b) {
+  // A failed bundle: its chunks go back to Absent, poisoned (a rejected read is not retried:
+  // the run has failed), their faults stay unserved.
+  std::lock_guard lk(mu_);
+  const bool counted = b.kind != FillKind::Readahead || b.roomed;
+  for (ChunkId c : b.chunks) {
+    if (state_[c] == State::Filling) {
+      state_[c] = State::Absent;
+      if (counted) --filling_;
+    }
+    prefetched_unused_[c] = 0;
+    poisoned_[c] = 1;
+  }
+  if (b.ready) --readahead_ready_;
+  b.ready = false;
+  b.live = false;
+}
+
+void Pager::wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) {
+  // Every fault message on chunk c is a compute thread blocked on it: its wait is exposed.
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+  bool first = true;
+  for (size_t i = 0; i < pending_.size();) {
+    const PendingFault& f = pending_[i];
+    if (f.addr < b || f.addr >= b + registered_bytes_ || (f.addr - b) / cfg_.chunk_size != c) {
+      ++i;
+      continue;
+    }
+    const uint64_t w = t > f.t_read_ns ? t - f.t_read_ns : 0;
+    st_.exposed_wait_ns += w;
+    ++st_.waited_faults;
+    if (f.trigger) {
+      fault_hist_.record(w);  // the demand fault that read the chunk
+    } else if (kind != FillKind::Demand && first) {
+      fault_hist_.record(w);  // the first fault that waited for a read-ahead (or prefetch) in flight
+      ++st_.readahead_waits;
+      first = false;
+    } else {
+      ++st_.spurious_faults;  // another thread (or page) of a chunk being filled: woken, not refilled
+    }
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+  }
+}
+
+std::span<const ChunkId> Pager::step_chunks_of(uint64_t step) {
+  if (!cfg_.step_chunks.empty()) return cfg_.step_chunks[step % cfg_.step_chunks.size()];
+  one_chunk_ = static_cast<ChunkId>(step % chunks_);
+  return {&one_chunk_, 1};
+}
+
+std::span<const ChunkId> Pager::readahead_chunks_of(uint64_t step) {
+  if (!cfg_.readahead_steps.empty()) return cfg_.readahead_steps[step % cfg_.readahead_steps.size()];
+  return step_chunks_of(step);
+}
+
+bool Pager::maybe_readahead() {
+  if (!cfg_.readahead || fail_closed_ || failed_ || stopping_ || paused_) return false;
+  // At most windows - 1 windows for read-ahead: one stays free for demand reads.
+  const uint32_t windows = static_cast<uint32_t>(source_->window_count());
+  const uint32_t cap = windows > 1 ? windows - 1 : 0;
+  const uint32_t held = readahead_windows();
+  if (held >= cap) return false;
+  const uint32_t avail = std::min(free_windows(), cap - held);
+  if (avail == 0) return false;
+  int bi = -1;
+  uint64_t target = 0;
+  {
+    std::lock_guard lk(mu_);
+    target = step_ + 1;
+    if (ra_done_step_ == target || target > readahead_horizon_) return false;
+    // The chunks of step s+1 that are absent and not of step s (a chunk shared by both is
+    // being read in step s: its fault reads it). They are read into windows now and wait
+    // there (HOST_READY): no room is taken until step s+1 begins (publish_readahead).
+    ++cur_stamp_;
+    for (ChunkId c : step_chunks_of(step_)) cur_mark_[c] = cur_stamp_;
+    ra_chunks_.clear();
+    bool covered = true;
+    for (ChunkId c : readahead_chunks_of(target)) {
+      if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_) continue;
+      if (ra_chunks_.size() == avail) {
+        covered = false;
+        break;
+      }
+      ra_chunks_.push_back(c);
+    }
+    if (covered) ra_done_step_ = target;
+    if (ra_chunks_.empty()) return false;
+    bi = begin_bundle_locked(FillKind::Readahead, ra_chunks_.data(), static_cast<uint32_t>(ra_chunks_.size()));
+    if (bi < 0) return false;
+    bundles_[static_cast<size_t>(bi)].target = target;
+    for (ChunkId c : ra_chunks_) prefetched_unused_[c] = 1;
+  }
+  fill_->issue();
+  return true;
+}
+
+// Windows held by read-ahead bundles (issued, not yet released).
+uint32_t Pager::readahead_windows() const {
+  uint32_t n = 0;
+  for (size_t i = 0; i < bundles_.size(); ++i)
+    if (bundles_[i].live && bundles_[i].kind == FillKind::Readahead) n += fill_->windows_held(static_cast<uint32_t>(i));
+  return n;
+}
+
+bool Pager::publish_readahead() {
+  // A read-ahead bundle whose reads all landed is published when its step has begun (or a
+  // fault waits on one of its chunks: an access the declared steps did not foresee must
+  // not wait for the step), with room made the way that step's demand faults would make it:
+  // the policy's victims among chunks without consumers or pins, at the same cursor.
+  if (fail_closed_ || readahead_ready_ == 0) return false;
+  bool any = false;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+  for (BundleRun& b : bundles_) {
+    const uint32_t fi = static_cast<uint32_t>(&b - bundles_.data());
+    if (!b.live || b.kind != FillKind::Readahead || !b.ready || fill_->failed(fi)) continue;
+    bool due;
+    {
+      std::lock_guard lk(mu_);
+      // Its step has begun and the step before has let go of its chunks (the adapter enters
+      // the new step's chunks before it leaves the old ones): D's demand faults in that step
+      // come after the leave too, so the victims are the same. At shutdown: published (and
+      // then discarded), not abandoned.
+      due = stopping_;
+      if (!due && step_ >= b.target) {
+        due = true;
+        ++cur_stamp_;  // a chunk of both steps stays held by the new one
+        for (ChunkId c : step_chunks_of(b.target)) cur_mark_[c] = cur_stamp_;
+        for (ChunkId c : step_chunks_of(b.target - 1))
+          if (consumers_[c] > 0 && cur_mark_[c] != cur_stamp_) {
+            due = step_ > b.target;  // still held: wait for the leave (unless a later step began)
+            break;
+          }
+      }
+      for (size_t i = 0; !due && i < pending_.size(); ++i) {
+        const uintptr_t a = pending_[i].addr;
+        if (a < base || a >= base + registered_bytes_) continue;
+        const ChunkId c = static_cast<ChunkId>((a - base) / cfg_.chunk_size);
+        due = std::find(b.chunks.begin(), b.chunks.end(), c) != b.chunks.end();
+      }
+      if (!due) continue;
+      // Room for the whole bundle, or none taken (all-or-nothing).
+      const uint32_t n = b.n;
+      bool room = true;
+      auto evictable = [this](ChunkId v) {
+        return consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident && !prefetched_unused_[v];
+      };
+      auto any_evictable = [this](ChunkId v) {
+        return consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident;
+      };
+      while (resident_list_.size() + filling_ + n > cfg_.budget_chunks) {
+        auto v = policy_->choose_victim(resident_list_, evictable);
+        if (!v) v = policy_->choose_victim(resident_list_, any_evictable);
+        if (!v || !evict_locked(*v)) {
+          room = false;
+          break;
+        }
+      }
+      if (!room) {
+        ++st_.readahead_no_room;  // waits for a leave (progress: the step fits)
+        continue;
+      }
+      filling_ += n;  // the room is theirs from here (publish_bundle books it)
+      b.roomed = true;
+    }
+    b.ready = false;
+    --readahead_ready_;
+    publish_bundle(b, fi);
+    any = true;
+  }
+  return any;
+}
+
+bool Pager::maybe_prefetch() {
+  if (cfg_.prefetch_depth == 0 || failed_ || free_windows() == 0) return false;
+  ChunkId chosen = 0;
+  bool found = false;
+  int bi = -1;
+  {
+    std::lock_guard lk(mu_);
+    const auto cur = policy_->cursor();
+    candidates_ = policy_->prefetch_candidates(cur ? *cur : kNoCursor, cfg_.prefetch_depth);
+    for (ChunkId c : candidates_) {
+      // Skip what is there or on its way, what a driver is about to demand (its fault will
+      // come), and holes.
+      if (state_[c] != State::Absent || consumers_[c] > 0 || mapped_pages_[c] == 0 || poisoned_[c])
+        continue;
+      if (resident_list_.size() + filling_ < cfg_.budget_chunks) {
+        chosen = c;
+        found = true;
+      } else {
+        auto v = policy_->choose_victim(resident_list_, [this](ChunkId x) {
+          return consumers_[x] == 0 && pins_[x] == 0 && state_[x] == State::Resident;
+        });
+        // Displace only a chunk needed later than the candidate: prefetch never makes the
+        // next demand worse than no prefetch.
+        if (v && policy_->next_use(*v) > policy_->next_use(c) && evict_locked(*v)) {
+          chosen = c;
+          found = true;
+        }
+      }
+      break;  // candidates are nearest first: if this one cannot go in, none farther can
+    }
+    if (!found) return false;
+    bi = begin_bundle_locked(FillKind::Prefetch, &chosen, 1);
+    if (bi < 0) return false;
+    prefetched_unused_[chosen] = 1;
+  }
+  fill_->issue();
+  return true;
+}
+
+}  // namespace resid
