@@ -7,9 +7,11 @@
 #include <string>
 
 #include "cli/generate_cli.hpp"
+#include "cli/pager_arm_cli.hpp"
 #include "cli/scan_cli.hpp"
 #include "cli/stream_cli.hpp"
 #include "core/errors.hpp"
+#include "drivers/content_digests.hpp"
 #include "drivers/probe.hpp"
 
 namespace {
@@ -31,6 +33,12 @@ int main(int argc, char** argv) {
   auto* probe = app.add_subcommand("probe", "print the kernel features found, as JSON");
   probe->add_option("--dir", probe_dir, "where the O_DIRECT test file goes")->capture_default_str();
   auto mkregion = resid::add_mkregion_subcommand(app);
+  std::string inv_file, inv_out;
+  uint64_t inv_chunk = 2u << 20;
+  auto* inventory = app.add_subcommand("inventory", "the content digests of a file: XXH64 per chunk, sha256 of the whole");
+  auto* inv_file_opt = inventory->add_option("--file", inv_file, "the file (required)");
+  auto* inv_out_opt = inventory->add_option("--out", inv_out, "the digests file, written atomically (required)");
+  resid::add_uint(inventory, "--chunk-size", inv_chunk, "bytes, a multiple of 4096")->capture_default_str();
   auto scan = resid::add_scan_subcommand(app);
   auto generate = resid::add_generate_subcommand(app);
   auto stream = resid::add_stream_subcommand(app);
@@ -51,6 +59,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (resid::mkregion_selected(*mkregion)) return resid::run_mkregion_cli(*mkregion);
+    if (*inventory) {
+      if (auto m = resid::missing({inv_file_opt, inv_out_opt}); !m.empty()) return input_error(m);
+      return resid::run_inventory(inv_file, inv_chunk, inv_out);
+    }
     if (resid::scan_selected(*scan)) return resid::run_scan_cli(*scan);
     if (resid::generate_selected(*generate)) return resid::run_generate_cli(*generate);
     if (resid::stream_selected(*stream)) return resid::run_stream_cli(*stream);

@@ -31,6 +31,8 @@ void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, con
   app->add_option("--watchdog-s", c.watchdog_s, watchdog)->check(kPositiveSeconds)->capture_default_str();
   app->add_flag("--calibrate", c.calibrate, calibrate);
   add_fault_flag(app, f.fault, fault_units);
+  app->add_option("--content-digests", c.content_digests,
+                  "`residctl inventory`'s digests of the file: every fill is checked against its chunk's (pager arms)");
 }
 
 void PagerArmFlags::apply(PagerArmConfig& c) const {

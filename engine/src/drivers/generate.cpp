@@ -59,7 +59,7 @@ void GenerateRun::open_pager() {
                              " compute thread(s) + 2" + (depth ? " + " + std::to_string(depth) + " prefetch depth" : ""));
   budget_chunks_ = budget_.budget_chunks;
   fit_chunks_ = budget_.budget_chunks - depth;
-  PagerConfig pc = base_pager_config(a_, budget_.budget_chunks);
+  PagerConfig pc = base_pager_config(a_, budget_.budget_chunks, m_.file_bytes);
   pc.step_chunks = steps_;
   pc.max_pins = a_.threads;
   pc.huge = huge_mode(cfg_);

@@ -4,6 +4,7 @@
 
 #include "core/errors.hpp"
 #include "core/run_record.hpp"
+#include "drivers/content_digests.hpp"
 #include "drivers/record.hpp"
 
 namespace resid {
@@ -67,7 +68,7 @@ PagerBudget pager_budget(const PagerArmConfig& c, const Source& src, uint64_t ch
   return b;
 }
 
-PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks) {
+PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks, uint64_t file_bytes) {
   PagerConfig pc;
   pc.chunk_size = c.chunk_size;
   pc.budget_chunks = budget_chunks;
@@ -76,6 +77,7 @@ PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks) {
   pc.eager_reconcile = c.eager_reconcile;
   pc.watchdog_s = c.watchdog_s;
   pc.readahead = c.source == SourceEngine::Uring && !c.calibrate;  // F: the next step is read ahead
+  if (!c.content_digests.empty()) pc.chunk_digests = load_chunk_digests(c.content_digests, file_bytes, c.chunk_size);
   return pc;
 }
 
@@ -188,7 +190,8 @@ nlohmann::json pager_config_json(const PagerArmConfig& c) {
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
           {"calibrate", c.calibrate},
-          {"fault", c.fault.active() ? nlohmann::json(to_string(c.fault)) : nlohmann::json(nullptr)}};
+          {"fault", c.fault.active() ? nlohmann::json(to_string(c.fault)) : nlohmann::json(nullptr)},
+          {"content_digests", or_null(c.content_digests)}};
 }
 
 nlohmann::json pager_budget_json(const PagerArmConfig& c, const PagerBudget& b, const std::optional<uint64_t>& chunks) {
@@ -228,7 +231,11 @@ nlohmann::json pager_counters_json(const AccessCounts& a, const Pager* p) {
           // time from reading it to the wake.
           {"exposed_source_wait_ns", ps.exposed_wait_ns},
           {"waited_faults", ps.waited_faults},
-          {"plan_recycle_refusals", ps.plan_recycle_refusals}};
+          {"plan_recycle_refusals", ps.plan_recycle_refusals},
+          // Content identity: fills hashed against their chunk's digest, and the time it took.
+          {"content_checks", ps.content_checks},
+          {"content_check_ns", ps.content_check_ns},
+          {"content_mismatches", ps.content_mismatches}};
 }
 
 nlohmann::json pager_latency_json(const Pager* p) {

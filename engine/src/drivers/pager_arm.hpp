@@ -36,6 +36,7 @@ struct PagerArmConfig {
   double watchdog_s = 60;
   bool calibrate = false;  // set everything up, touch no weight byte
   FaultSpec fault;         // --fault CELL[@N]
+  std::string content_digests;  // --content-digests: `residctl inventory`'s file ("" = no check)
 };
 
 // The flags' own checks (InputError naming the flag): chunk size, threads in 1..max_threads,
@@ -63,7 +64,9 @@ PagerBudget pager_budget(const PagerArmConfig& c, const Source& src, uint64_t ch
 
 // What every pager arm's PagerConfig has: chunk size, budget, prefetch (arm E, not when
 // calibrating), eager reconcile, watchdog, read-ahead (the uring source, not when calibrating).
-PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks);
+// With --content-digests, every fill is checked against its chunk's digest (loaded here,
+// checked against the file's size and the chunk size).
+PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks, uint64_t file_bytes);
 
 // The main thread's watch over a run: the pager's stall watchdog every 100 ms and the
 // caller's own check, until the workload is done or the pager failed.

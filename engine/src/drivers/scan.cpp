@@ -73,7 +73,7 @@ void open_pager(ScanRun& r) {
   r.budget = pager_budget(a, *fs.source, r.chunks, a.threads + 1 + depth, 0,
                           std::to_string(a.threads) + " thread(s) + 1" + (depth ? " + " + std::to_string(depth) + " prefetch depth" : ""));
   r.budget_chunks = r.budget.budget_chunks;
-  PagerConfig pc = base_pager_config(a, r.budget.budget_chunks);
+  PagerConfig pc = base_pager_config(a, r.budget.budget_chunks, r.file_bytes);
   // The cyclic scan: step s is chunk s mod N (step_chunks empty).
   auto policy = make_policy(*policy_of(a.arm), static_cast<uint32_t>(r.chunks));
   r.pager = std::make_unique<Pager>(std::move(fs.source), std::move(policy), pc, r.trace.get());

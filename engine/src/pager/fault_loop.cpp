@@ -108,7 +108,7 @@ void Pager::loop() {
   {
     std::lock_guard lk(mu_);
     alloc1_ = alloc_counts();
-    src_stats_ = source_->stats();
+    snapshot_source_stats_locked();
     closed_source_windows_free_ = source_->windows_free();
     alloc_done_ = true;
   }

@@ -84,7 +84,16 @@ bool Pager::copy(uint32_t, const CopyOrder& order, const Completion& c, uint64_t
 
 void Pager::snapshot_source_stats() {
   std::lock_guard lk(mu_);
-  src_stats_ = source_->stats();  // copied, so readers never race the pager thread
+  snapshot_source_stats_locked();
+}
+
+// Copied, so readers never race the pager thread.
+void Pager::snapshot_source_stats_locked() {
+  src_stats_ = source_->stats();
+  const FillCounters& fc = fill_->counters();
+  st_.content_checks = fc.content_checks;
+  st_.content_check_ns = fc.content_check_ns;
+  st_.content_mismatches = fc.content_mismatches;
 }
 
 void Pager::on_landed(uint32_t fi) {

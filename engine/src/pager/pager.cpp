@@ -57,6 +57,9 @@ void Pager::init_geometry() {
   const uint64_t n = (file_bytes_ + cfg_.chunk_size - 1) / cfg_.chunk_size;
   if (n > UINT32_MAX) throw InputError("too many chunks");
   chunks_ = static_cast<uint32_t>(n);
+  if (!cfg_.chunk_digests.empty() && cfg_.chunk_digests.size() != chunks_)
+    throw InputError("content digests for " + std::to_string(cfg_.chunk_digests.size()) + " chunks, the file has " +
+                     std::to_string(chunks_));
   chunk_pages_ = cfg_.chunk_size / page_;
   registered_bytes_ = (file_bytes_ + page_ - 1) / page_ * page_;
   mapped_bytes_ = n * cfg_.chunk_size;
@@ -159,6 +162,7 @@ void Pager::init_plan() {
     fo.max_fills = windows;
     fo.max_objects = std::max<uint32_t>(1, std::min<uint32_t>(windows, chunks_));
     fo.stats_mutex = &mu_;
+    fo.piece_digests = cfg_.chunk_digests.empty() ? nullptr : &cfg_.chunk_digests;  // one piece per chunk
     fill_ = std::make_unique<FillPath>(*plan_, *source_, static_cast<FillOwner&>(*this), fo);
   }
   bundles_.resize(windows);

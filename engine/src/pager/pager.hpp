@@ -114,6 +114,9 @@ struct PagerConfig {
   // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
   // steps' own chunks (step_chunks, or chunk s mod chunks).
   std::vector<std::vector<ChunkId>> readahead_steps;
+  // Content identity (drivers/content_digests.hpp): per chunk, the XXH64 of its file bytes;
+  // every fill is checked against it before it is published. Empty: no check.
+  std::vector<uint64_t> chunk_digests;
 };
 
 struct PagerStats {
@@ -147,6 +150,8 @@ struct PagerStats {
   uint64_t exposed_wait_ns = 0;
   uint64_t waited_faults = 0;
   uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
+  // Content identity (PagerConfig::chunk_digests).
+  uint64_t content_checks = 0, content_check_ns = 0, content_mismatches = 0;
 };
 
 // The first fatal rejection of a read (a storage fault, or an injected one): the bundle it
@@ -297,6 +302,7 @@ class Pager final : private FillOwner {
   bool reap_completions();
   uint32_t readahead_windows() const;
   void snapshot_source_stats();
+  void snapshot_source_stats_locked();
   // FillOwner (plan/fill.hpp), on the pager thread.
   bool copy(uint32_t fill, const CopyOrder& order, const Completion& c, uint64_t submit_ns) override;
   void on_landed(uint32_t fill) override;

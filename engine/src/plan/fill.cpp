@@ -1,8 +1,11 @@
 #include "plan/fill.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
+#include "core/alloc_count.hpp"
+#include "core/checksum.hpp"
 #include "core/clock.hpp"
 
 namespace resid {
@@ -70,7 +73,7 @@ bool FillPath::issue_one(Fill& f, uint32_t fi) {
   }
   if (f.issued == 0) src_.begin_bundle(f.reads);
   WindowRead& r = win_[static_cast<size_t>(w)];
-  r = WindowRead{true, false, fi, f.serial, t.value, now_ns(), {}};
+  r = WindowRead{true, false, fi, f.serial, piece, t.value, now_ns(), {}};
   busy_slot_.store(slot.value);
   busy_since_ns_.store(r.submit_ns);
   const bool ok = src_.submit(m.piece(piece).extent_range(), t.value);
@@ -129,9 +132,31 @@ void FillPath::handle(Completion&& c) {
     lat_.record(now_ns() - r.submit_ns);
   }
   Fill* f = fill_for(r);
+  if (opts_.piece_digests) check_content(r, c);
   auto v = plan_.complete_read(c);
   if (v.ok() && f) return on_accepted(*f, r.fill, r, std::move(c));
   on_refused(f, r.fill, v.ok() ? PlanError::StaleEpoch : v.error, std::move(c));
+}
+
+// A read of exactly its piece's extent whose bytes hash to another digest becomes a
+// rejection (the Plan then refuses it like any other: its bundle fails closed).
+void FillPath::check_content(const WindowRead& r, Completion& c) {
+  const PlanPiece& p = plan_.manifest().piece(r.piece);
+  if (!c.ok() || c.extent.offset != p.offset || c.extent.length != p.length) return;
+  const uint64_t t0 = now_ns();
+  const uint64_t got = hash64(c.data, c.extent.length, 0), want = (*opts_.piece_digests)[r.piece];
+  c_.content_check_ns += now_ns() - t0;
+  ++c_.content_checks;
+  if (got == want) return;
+  ++c_.content_mismatches;
+  RejectionPathScope scope;  // the message is the rejection's, not the read path's
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "content mismatch in [%llu, +%llu): xxh64 %016llx, the content digests say %016llx",
+                static_cast<unsigned long long>(c.extent.offset), static_cast<unsigned long long>(c.extent.length),
+                static_cast<unsigned long long>(got), static_cast<unsigned long long>(want));
+  c.reason = RejectReason::ContentMismatch;
+  c.error = buf;
+  c.data = nullptr;
 }
 
 void FillPath::on_accepted(Fill& f, uint32_t fi, WindowRead& r, Completion&& c) {

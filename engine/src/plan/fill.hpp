@@ -75,6 +75,11 @@ struct FillOptions {
   // Held while the read-latency histogram is written, for owners whose other threads read
   // it (read_latency() under the same mutex); null: only the owner's thread reads it.
   std::mutex* stats_mutex = nullptr;
+  // Content identity: per manifest piece, the XXH64 (seed 0) of the bytes the piece must
+  // hold. When given, every read whose extent is its piece's is hashed before the Plan sees
+  // it; a difference makes it a ContentMismatch rejection (fatal: nothing of the bundle is
+  // published). Null: no check.
+  const std::vector<uint64_t>* piece_digests = nullptr;
 };
 
 struct FillCounters {
@@ -85,6 +90,9 @@ struct FillCounters {
   uint64_t dropped = 0;      // BundleFailed: a sibling of an earlier rejection
   uint64_t rejected = 0;     // fatal rejections
   uint64_t unmatched = 0;    // completions for a window holding no read of ours
+  uint64_t content_checks = 0;      // reads whose bytes were hashed against their digest
+  uint64_t content_check_ns = 0;    // time spent hashing them
+  uint64_t content_mismatches = 0;
 };
 
 class FillPath {
@@ -156,7 +164,7 @@ class FillPath {
   struct WindowRead {
     bool busy = false;    // submitted, or accepted and held
     bool landed = false;  // accepted by the Plan: HOST_READY
-    uint32_t fill = 0, serial = 0;
+    uint32_t fill = 0, serial = 0, piece = 0;
     uint64_t tag = 0;
     uint64_t submit_ns = 0;
     Completion comp;
@@ -164,6 +172,7 @@ class FillPath {
 
   bool issue_one(Fill& f, uint32_t fi);
   void handle(Completion&& c);
+  void check_content(const WindowRead& r, Completion& c);
   void on_accepted(Fill& f, uint32_t fi, WindowRead& r, Completion&& c);
   void on_refused(Fill* f, uint32_t fi, PlanError e, Completion&& c);
   bool copy_one(uint32_t fi, WindowRead& r);

@@ -35,6 +35,7 @@ const char* to_string(PlanError e) {
     case PlanError::ExtentOutsideFile: return "extent-outside-file";
     case PlanError::ExtentTooLarge: return "extent-too-large";
     case PlanError::SizeMismatch: return "size-mismatch";
+    case PlanError::ContentMismatch: return "content-mismatch";
     case PlanError::BundleFailed: return "bundle-failed";
     case PlanError::BundleIncomplete: return "bundle-incomplete";
     case PlanError::NotPublished: return "not-published";
@@ -62,6 +63,7 @@ PlanError reason_error(RejectReason r) {
     case RejectReason::ShortRead: return PlanError::ShortRead;
     case RejectReason::OutsideFile: return PlanError::ExtentOutsideFile;
     case RejectReason::TooLarge: return PlanError::ExtentTooLarge;
+    case RejectReason::ContentMismatch: return PlanError::ContentMismatch;
     case RejectReason::None:
     case RejectReason::Failed: break;
   }

@@ -85,6 +85,7 @@ enum class PlanError : uint8_t {
   ExtentOutsideFile,
   ExtentTooLarge,
   SizeMismatch,       // publication: landed bytes differ from the object's logical bytes
+  ContentMismatch,    // the bytes read are not the extent's content (its digest differs)
   BundleFailed,       // the bundle failed earlier: this completion is dropped
   BundleIncomplete,   // publish before every movement completed
   NotPublished,       // acquire: no published version for that request tag

@@ -1,6 +1,7 @@
 #include "source/fault.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "core/alloc_count.hpp"
@@ -16,7 +17,10 @@ constexpr FaultCell kCells[] = {FaultCell::None,       FaultCell::ShortRead,    
                                 FaultCell::ResetOutstanding, FaultCell::ShutdownLiveConsumer, FaultCell::RecycleLive};
 
 std::string extent_text(const Extent& e) {
-  return "[" + std::to_string(e.offset) + ", +" + std::to_string(e.length) + ")";
+  char b[64];
+  std::snprintf(b, sizeof b, "[%llu, +%llu)", static_cast<unsigned long long>(e.offset),
+                static_cast<unsigned long long>(e.length));
+  return b;
 }
 
 // What the decorator does to the read on one window (set at submit, applied at reap).

@@ -35,7 +35,9 @@ struct SourceStats {
 };
 
 // Why a completion was rejected (machine-readable; `error` says it in words).
-enum class RejectReason : uint8_t { None, OutsideFile, TooLarge, Failed, ShortRead };
+// ContentMismatch: the bytes are not what the content digests say the extent holds (the fill
+// path checks them, plan/fill.hpp).
+enum class RejectReason : uint8_t { None, OutsideFile, TooLarge, Failed, ShortRead, ContentMismatch };
 
 struct Completion {
   uint64_t tag = 0;

@@ -184,7 +184,8 @@ Completion UringSource::rejected(Op& op, RejectReason reason, int res) {
                 std::to_string(op.extent.length) + " bytes";
       break;
     }
-    case RejectReason::None: break;
+    case RejectReason::None:
+    case RejectReason::ContentMismatch: break;  // the fill path's, never the engine's
   }
   return c;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sha256.hpp"
 #include "util/test_util.hpp"
 
 using namespace resid;
@@ -227,4 +228,80 @@ TEST_F(Cli, ProbePrintsTheContractObject) {
     const int a = j["o_direct"]["min_alignment"].get<int>();
     EXPECT_TRUE(a == 512 || a == 4096) << a;
   }
+}
+
+// Every run directory ends with manifest.json: each file (but itself) with its size and
+// sha256, so a later change to any of them is detectable.
+TEST_F(Cli, TheRunDirectoryEndsWithItsManifest) {
+  const std::string out = dir_.file("manifest-run");
+  auto r = run(scan_args("kernel-mmap", out), errf_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(exists(out + "/manifest.json"));
+  const auto m = load(out + "/manifest.json");
+  EXPECT_EQ(m["schema_version"], 1);
+  std::vector<std::string> names;
+  for (const auto& f : m["files"]) {
+    const std::string name = f["name"];
+    names.push_back(name);
+    const std::string bytes = test::slurp(out + "/" + name);
+    EXPECT_EQ(f["bytes"].get<uint64_t>(), bytes.size()) << name;
+    EXPECT_EQ(f["sha256"], sha256_hex(bytes.data(), bytes.size())) << name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"run.json", "trace.bin"}));
+}
+
+// Content identity: `residctl inventory` digests the region chunk by chunk; a pager run given
+// the digests checks every fill against them, and a byte changed after the inventory fails
+// the run closed, naming the chunk, its extent and both digests, in every source engine.
+class CliContent : public Cli, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CliContent, EveryFillIsCheckedAgainstTheInventory) {
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  const std::string source = GetParam();
+  const std::string digests = dir_.file("digests.json");
+  ASSERT_EQ(run({"inventory", "--file", region_, "--chunk-size", "65536", "--out", digests}, errf_).status, 0);
+  const auto d = load(digests);
+  EXPECT_EQ(d["chunks"].size(), 16u);
+  EXPECT_EQ(d["bytes"], 16 * 65536);
+  auto args = scan_args("pager-declared", dir_.file("clean-" + source));
+  args[10] = std::to_string((source == "uring" ? 14 : 7) * 65536);  // F pays its eight windows
+  const std::vector<std::string> more = {"--source", source, "--content-digests", digests};
+  args.insert(args.end(), more.begin(), more.end());
+  auto r = run(args, errf_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = load(dir_.file("clean-" + source) + "/run.json");
+  EXPECT_EQ(j["counters"]["content_checks"], j["counters"]["demand_fills"].get<uint64_t>() + j["counters"]["prefetch_fills"].get<uint64_t>());
+  EXPECT_EQ(j["counters"]["content_mismatches"], 0);
+  EXPECT_EQ(j["config"]["content_digests"], digests);
+  {
+    FILE* f = std::fopen(region_.c_str(), "r+b");  // chunk 9, after the inventory
+    ASSERT_TRUE(f);
+    std::fseek(f, 9 * 65536 + 77, SEEK_SET);
+    std::fputc(0x5a ^ std::fgetc(f), f);
+    std::fclose(f);
+  }
+  args[6] = dir_.file("flipped-" + source);
+  r = run(args, errf_);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("rejected content-mismatch completion for chunk 9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[589824, +65536)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(d["chunks"][9].get<std::string>()), std::string::npos) << r.err;
+  j = load(args[6] + "/run.json");
+  EXPECT_EQ(j["rejection"]["kind"], "content-mismatch");
+  EXPECT_EQ(j["rejection"]["bundle_chunks_published"], 0);
+  EXPECT_EQ(j["counters"]["verify_errors"], 0);  // never published: the walk never saw the byte
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, CliContent, ::testing::Values("buffered", "direct", "uring"));
+
+TEST_F(Cli, ContentDigestsOfAnotherGeometryAreBadInput) {
+  const std::string digests = dir_.file("d32.json");
+  ASSERT_EQ(run({"inventory", "--file", region_, "--chunk-size", "32768", "--out", digests}, errf_).status, 0);
+  auto args = scan_args("pager-declared", dir_.file("bad-geometry"));
+  args.insert(args.end(), {"--content-digests", digests});
+  const auto r = run(args, errf_);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("was made for chunk size 32768"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(dir_.file("bad-geometry") + "/run.json"));
 }

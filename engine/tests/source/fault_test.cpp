@@ -82,8 +82,12 @@ TEST_P(Faults, EachSourceCellFiresAtItsRead) {
         EXPECT_EQ(c.extent.length, kRead) << what;
       }
       // One read at a time: the window's previous read was read 2.
-      if (w.cell == FaultCell::StaleCompletion) EXPECT_EQ(c.tag, 102u) << what;
-      if (w.cell == FaultCell::WrongObject) EXPECT_EQ(c.extent.offset, 0u) << what;  // the first read's bytes
+      if (w.cell == FaultCell::StaleCompletion) {
+        EXPECT_EQ(c.tag, 102u) << what;
+      }
+      if (w.cell == FaultCell::WrongObject) {
+        EXPECT_EQ(c.extent.offset, 0u) << what;  // the first read's bytes
+      }
     }
     ASSERT_TRUE(h.report) << what;
     EXPECT_TRUE(h.report->fired) << what;
@@ -107,7 +111,9 @@ TEST_P(Faults, BundleExtentFailureHitsTheLastReadOfTheFirstBundleOfTwoOrMore) {
     c = s.reap(true);
     ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->ok(), i == 1) << i;
-    if (i == 2) EXPECT_EQ(c->reason, RejectReason::Failed);
+    if (i == 2) {
+      EXPECT_EQ(c->reason, RejectReason::Failed);
+    }
     s.release(*c);
   }
   EXPECT_TRUE(h.report->fired);
