@@ -11,7 +11,7 @@ struct ScanCli {
   CLI::App* cmd = nullptr;
   ScanConfig cfg;
   PagerArmFlags pager;
-  std::string signal = "all-threads-finished";
+  std::string signal = "all-threads-finished", sync = "step";
   CLI::Option* region = nullptr;
 };
 
@@ -29,6 +29,11 @@ std::shared_ptr<ScanCli> add_scan_subcommand(CLI::App& app) {
   s->add_option("--signal", cli->signal, "all-threads-finished | thread0-started")
       ->check(CLI::IsMember({"all-threads-finished", "thread0-started"}))
       ->capture_default_str();
+  s->add_option("--sync", cli->sync, "step (a barrier per chunk step: lockstep) | none (each thread at its own pace)")
+      ->check(CLI::IsMember({"step", "none"}))
+      ->capture_default_str();
+  add_uint(s, "--jitter-us", c.jitter_us, "per thread and step, up to this much more compute (seeded)")->capture_default_str();
+  add_uint(s, "--jitter-seed", c.jitter_seed, "the jitter's seed")->capture_default_str();
   return cli;
 }
 
@@ -39,6 +44,7 @@ int run_scan_cli(const ScanCli& cli) {
   ScanConfig c = cli.cfg;
   cli.pager.apply(c.pager);
   c.signal = *parse_signal(cli.signal);
+  c.sync = *parse_sync(cli.sync);
   return run_scan(c);
 }
 

@@ -98,7 +98,8 @@ nlohmann::json record(const ScanRun& r, const Walk& walk, const std::string& err
   j["signal"] = to_string(cfg.signal);
   j["config"] = pager_config_json(r.a);
   j["config"].update({{"region", cfg.region}, {"seed", cfg.seed}, {"passes", cfg.passes}, {"compute_us", cfg.compute_us},
-                      {"signal", to_string(cfg.signal)}});
+                      {"signal", to_string(cfg.signal)}, {"sync", to_string(cfg.sync)}, {"jitter_us", cfg.jitter_us},
+                      {"jitter_seed", cfg.jitter_seed}});
   j["region"] = {{"path", cfg.region}, {"bytes", r.file_bytes}, {"chunk_size", r.a.chunk_size}, {"chunks", r.chunks}};
   j["budget"] = pager_budget_json(r.a, r.budget, r.budget_chunks);
   const AccessCounts ac{walk.accesses(), walk.accesses(), walk.misses(), p ? p->stats().signals : 0, io_end - r.io0};
@@ -128,6 +129,8 @@ std::vector<std::thread> start_drivers(const ScanRun& r, Walk& walk, std::barrie
     drivers.emplace_back([&, t] {
       if (r.a.calibrate)
         bar.arrive_and_wait();
+      else if (r.cfg.sync == SyncMode::None)
+        walk.drive_free(t);
       else
         walk.drive(t, bar);
       if (++finished == r.a.threads) mon.workload_done();
@@ -149,7 +152,8 @@ int run_scan(const ScanConfig& cfg) {
   } catch (const RunError& e) {
     throw InputError(std::string("--out: ") + e.what());
   }
-  const WalkConfig wc{r.a.chunk_size, r.a.threads, cfg.seed, cfg.compute_us, cfg.signal};
+  const WalkConfig wc{r.a.chunk_size, r.a.threads, cfg.seed, cfg.compute_us, cfg.signal, cfg.sync, cfg.jitter_us,
+                      cfg.jitter_seed};
   Walk walk(wc, r.file_bytes, r.steps, r.base, r.pager.get(), *r.trace);
   if (!r.pager && !r.a.calibrate) {
     // Arm A starts cold: drop the file's clean pages so the first pass reads from storage.

@@ -18,6 +18,9 @@ struct ScanConfig {
   uint32_t passes = 3;
   uint64_t compute_us = 0;
   SignalKind signal = SignalKind::AllThreadsFinished;
+  SyncMode sync = SyncMode::Step;
+  uint64_t jitter_us = 0;
+  uint64_t jitter_seed = 1;
 };
 
 // Runs the scan and writes the run directory. Returns the exit status (0 ok, 1 failed).

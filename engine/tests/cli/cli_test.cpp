@@ -305,3 +305,26 @@ TEST_F(Cli, ContentDigestsOfAnotherGeometryAreBadInput) {
   EXPECT_NE(r.err.find("was made for chunk size 32768"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(dir_.file("bad-geometry") + "/run.json"));
 }
+
+// --sync none: every driver thread walks at its own pace (seeded jitter in its compute); the
+// exact signal still delivers one signal per step in order, every byte is verified, and the
+// access records are one per step.
+TEST_F(Cli, FreeRunningDriversWithJitterVerifyEveryByte) {
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  for (std::string signal : {"all-threads-finished", "thread0-started"}) {
+    const std::string out = dir_.file("free-" + signal);
+    auto args = scan_args("pager-declared", out);
+    args[16] = "3";  // --threads
+    args.insert(args.end(), {"--sync", "none", "--jitter-us", "300", "--compute-us", "50", "--signal", signal});
+    const auto r = run(args, errf_);
+    ASSERT_EQ(r.status, 0) << signal << ": " << r.err;
+    const auto j = load(out + "/run.json");
+    EXPECT_EQ(j["config"]["sync"], "none");
+    EXPECT_EQ(j["config"]["jitter_us"], 300);
+    EXPECT_EQ(j["counters"]["accesses"], 32) << signal;
+    EXPECT_EQ(j["counters"]["verify_errors"], 0) << signal;
+    EXPECT_EQ(j["counters"]["bytes_verified"], 2 * 16 * 65536) << signal;
+    EXPECT_EQ(j["counters"]["signals"], 32) << signal;
+    EXPECT_EQ(j["trace"]["records"].get<uint64_t>() >= 32, true);
+  }
+}

@@ -1,6 +1,7 @@
 #include "adapters/synthetic/walk.hpp"
 
 #include <cstdio>
+#include <thread>
 
 #include "core/clock.hpp"
 #include "core/mincore.hpp"
@@ -32,6 +33,14 @@ std::optional<SignalKind> parse_signal(std::string_view s) {
   return std::nullopt;
 }
 
+const char* to_string(SyncMode m) { return m == SyncMode::Step ? "step" : "none"; }
+
+std::optional<SyncMode> parse_sync(std::string_view s) {
+  if (s == "step") return SyncMode::Step;
+  if (s == "none") return SyncMode::None;
+  return std::nullopt;
+}
+
 Walk::Walk(const WalkConfig& cfg, uint64_t file_bytes, uint64_t steps, const std::byte* base, Pager* pager, Trace& trace)
     : cfg_(cfg),
       file_bytes_(file_bytes),
@@ -39,7 +48,16 @@ Walk::Walk(const WalkConfig& cfg, uint64_t file_bytes, uint64_t steps, const std
       steps_(steps),
       base_(base),
       pager_(pager),
-      trace_(trace) {}
+      trace_(trace),
+      done_(cfg.sync == SyncMode::None ? steps : 0),
+      begun_(cfg.sync == SyncMode::None ? steps : 0),
+      fills_at_begin_(cfg.sync == SyncMode::None ? steps : 0),
+      kernel_miss_(cfg.sync == SyncMode::None ? steps : 0) {}
+
+uint64_t Walk::jitter(uint32_t t, uint64_t s) const {
+  if (cfg_.jitter_us == 0) return 0;
+  return splitmix64(cfg_.jitter_seed * kGolden ^ (static_cast<uint64_t>(t) << 40) ^ s) % (cfg_.jitter_us + 1);
+}
 
 uint64_t Walk::chunk_len(uint32_t c) const {
   return std::min<uint64_t>(cfg_.chunk_size, file_bytes_ - static_cast<uint64_t>(c) * cfg_.chunk_size);
@@ -74,17 +92,14 @@ void Walk::step_body(uint32_t t, uint64_t s) {
     }
   }
   bytes_verified_ += verified;
-  busy_work(cfg_.compute_us);
+  busy_work(cfg_.compute_us + jitter(t, s));
   if (pager_) pager_->leave(c);
 }
 
-void Walk::end_of_step() {
-  if (steps_ == 0) return;
-  const uint64_t s = step_;
+// Step s's access is recorded and its signal delivered (in step order).
+void Walk::record_step(uint64_t s, bool miss) {
   const uint32_t c = static_cast<uint32_t>(s % chunks_);
-  bool miss = next_miss_;
   if (pager_) {
-    miss = pager_->demand_filled_in(c, s);
     if (cfg_.signal == SignalKind::AllThreadsFinished)
       pager_->step_boundary(s, s + 1);
     else
@@ -93,7 +108,6 @@ void Walk::end_of_step() {
   ++accesses_;
   misses_ += miss ? 1 : 0;
   trace_.append(s, c, TraceKind::Access, miss ? kTraceMiss : 0);
-  step_ = s + 1;
   if (bad_words_.load() > 0) {
     stop_ = true;
     stop_reason_ = "verify";
@@ -108,7 +122,53 @@ void Walk::end_of_step() {
                      std::to_string(zero.front()) + ")";
     }
   }
+}
+
+void Walk::end_of_step() {
+  if (steps_ == 0) return;
+  const uint64_t s = step_;
+  const bool miss = pager_ ? pager_->demand_filled_in(static_cast<uint32_t>(s % chunks_), s) : next_miss_;
+  record_step(s, miss);
+  step_ = s + 1;
   if (!pager_ && step_ < steps_ && !stop_) probe_kernel_miss(step_);
+}
+
+// --sync none: the first thread to start step s notes what its miss test needs (the chunk's
+// fill count, or arm A's page-cache probe) before any thread reads it; the others wait.
+void Walk::free_step_begin(uint64_t s) {
+  uint8_t idle = 0;
+  if (begun_[s].compare_exchange_strong(idle, 1)) {
+    const uint32_t c = static_cast<uint32_t>(s % chunks_);
+    if (pager_) {
+      fills_at_begin_[s] = pager_->fills_of(c);
+    } else {
+      std::lock_guard lk(order_mu_);  // the probe's scratch is shared
+      probe_kernel_miss(s);
+      kernel_miss_[s] = next_miss_;
+    }
+    begun_[s].store(2);
+    return;
+  }
+  while (begun_[s].load() != 2) std::this_thread::yield();
+}
+
+// The last thread to finish step s records every step that is now finished, in order.
+void Walk::free_step_done(uint64_t s) {
+  if (done_[s].fetch_add(1) + 1 != cfg_.threads) return;
+  std::lock_guard lk(order_mu_);
+  while (next_to_record_ < steps_ && done_[next_to_record_].load() == cfg_.threads) {
+    const uint64_t r = next_to_record_++;
+    const bool miss = pager_ ? pager_->fills_of(static_cast<uint32_t>(r % chunks_)) != fills_at_begin_[r] : kernel_miss_[r] != 0;
+    record_step(r, miss);
+  }
+}
+
+void Walk::drive_free(uint32_t t) {
+  for (uint64_t s = 0; s < steps_ && !stop_.load(); ++s) {
+    free_step_begin(s);
+    step_body(t, s);
+    free_step_done(s);
+  }
 }
 
 std::string Walk::error() const {

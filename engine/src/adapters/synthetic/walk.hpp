@@ -24,12 +24,27 @@ enum class SignalKind { AllThreadsFinished, Thread0Started };
 const char* to_string(SignalKind s);
 std::optional<SignalKind> parse_signal(std::string_view s);
 
+// How the driver threads keep step: `step`, a barrier per chunk step (lockstep, the
+// default); `none`, each thread walks at its own pace (one barrier at the end), so with
+// per-thread jitter in the compute phase a fast thread runs steps ahead of a slow one. Then
+// the all-threads-finished signal delivers step s's signal once every thread has finished s
+// (in step order), the access record of step s is written then, and it is a miss when the
+// chunk was filled between the first thread's start of s and that signal.
+enum class SyncMode { Step, None };
+const char* to_string(SyncMode m);
+std::optional<SyncMode> parse_sync(std::string_view s);
+
 struct WalkConfig {
   uint64_t chunk_size = 2u << 20;
   uint32_t threads = 1;
   uint64_t seed = 1;        // the region's pattern seed
   uint64_t compute_us = 0;  // busy work per thread per chunk step
   SignalKind signal = SignalKind::AllThreadsFinished;
+  SyncMode sync = SyncMode::Step;
+  // Per thread and step, uniform in [0, jitter_us] microseconds more compute, from a
+  // generator seeded by (jitter_seed, thread, step): the same for every run of one config.
+  uint64_t jitter_us = 0;
+  uint64_t jitter_seed = 1;
 };
 
 // State the driver threads of one walk share.
@@ -50,6 +65,8 @@ class Walk {
   }
   // The barrier's completion for the step just walked: record the access, signal, go on?
   void end_of_step();
+  // --sync none: thread t's walk at its own pace.
+  void drive_free(uint32_t t);
 
   uint64_t accesses() const { return accesses_; }
   uint64_t misses() const { return misses_; }
@@ -60,6 +77,10 @@ class Walk {
 
  private:
   void step_body(uint32_t t, uint64_t s);
+  uint64_t jitter(uint32_t t, uint64_t s) const;
+  void free_step_begin(uint64_t s);
+  void free_step_done(uint64_t s);
+  void record_step(uint64_t s, bool miss);
   void probe_kernel_miss(uint64_t s);
   uint64_t chunk_len(uint32_t c) const;
 
@@ -83,6 +104,14 @@ class Walk {
   mutable std::mutex err_mu_;
   std::optional<VerifyMismatch> first_bad_;
   uint64_t first_bad_step_ = 0;
+
+  // --sync none: per step, threads finished, whether it began, fills of its chunk at its start.
+  std::vector<std::atomic<uint32_t>> done_;
+  std::vector<std::atomic<uint8_t>> begun_;
+  std::vector<uint64_t> fills_at_begin_;
+  std::vector<uint8_t> kernel_miss_;
+  std::mutex order_mu_;  // steps are recorded and signalled in order, one thread at a time
+  uint64_t next_to_record_ = 0;
 };
 
 }  // namespace resid
