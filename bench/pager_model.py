@@ -66,6 +66,7 @@ def main() -> int:
     size = Path(a.model).stat().st_size
     unlimited = size + (64 << 20)
     mmap_tps, pager_tps, fill_gib_s, fio_gib_s = [], [], [], []
+    (ROOT / "results").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-", dir=ROOT / "results") as tmp:
         for i in range(a.reps):
             m = generate(a.residctl, a.model, Path(tmp) / f"a{i}", "kernel-mmap", a.tokens, None)
