@@ -31,6 +31,8 @@ void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, con
   app->add_option("--watchdog-s", c.watchdog_s, watchdog)->check(kPositiveSeconds)->capture_default_str();
   app->add_flag("--calibrate", c.calibrate, calibrate);
   add_fault_flag(app, f.fault, fault_units);
+  app->add_flag("--protect", c.protect,
+                "mlock the pager's region on fault: the kernel cannot reclaim a resident chunk, only the pager evicts");
   app->add_option("--content-digests", c.content_digests,
                   "`residctl inventory`'s digests of the file: every fill is checked against its chunk's (pager arms)");
 }

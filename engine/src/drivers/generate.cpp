@@ -36,7 +36,9 @@ namespace resid {
 bool generate_available() { return true; }
 
 HugeChunks huge_mode(const GenerateConfig& c) {
-  return c.huge.value_or(c.pager.chunk_size % (2u << 20) == 0 ? HugeChunks::Move : HugeChunks::Off);
+  // --protect locks the region, and UFFDIO_MOVE refuses locked mappings: `off` by default then.
+  const bool whole = c.pager.chunk_size % (2u << 20) == 0 && !c.pager.protect;
+  return c.huge.value_or(whole ? HugeChunks::Move : HugeChunks::Off);
 }
 
 // ---- the budget and the pager (before anything is written) ----------------------------------

@@ -29,7 +29,7 @@ namespace resid {
 constexpr uint32_t kAuditPasses = 3;  // the prefill and the first two decode passes
 
 // --huge-chunks, resolved: `move` by default when chunks are whole huge pages (2 MiB
-// multiples), `off` otherwise; an explicit mode is taken as given (the pager refuses what
+// multiples) and the region is not protected, `off` otherwise; an explicit mode is taken as given (the pager refuses what
 // the kernel or the chunk size cannot do: exit 2, never a fallback).
 HugeChunks huge_mode(const GenerateConfig& c);
 std::string one_line(std::string s);

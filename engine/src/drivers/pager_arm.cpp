@@ -77,6 +77,7 @@ PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks, u
   pc.eager_reconcile = c.eager_reconcile;
   pc.watchdog_s = c.watchdog_s;
   pc.readahead = c.source == SourceEngine::Uring && !c.calibrate;  // F: the next step is read ahead
+  pc.protect = c.protect;
   if (!c.content_digests.empty()) pc.chunk_digests = load_chunk_digests(c.content_digests, file_bytes, c.chunk_size);
   return pc;
 }
@@ -191,7 +192,8 @@ nlohmann::json pager_config_json(const PagerArmConfig& c) {
           {"watchdog_s", c.watchdog_s},
           {"calibrate", c.calibrate},
           {"fault", c.fault.active() ? nlohmann::json(to_string(c.fault)) : nlohmann::json(nullptr)},
-          {"content_digests", or_null(c.content_digests)}};
+          {"content_digests", or_null(c.content_digests)},
+          {"protect", c.protect}};
 }
 
 nlohmann::json pager_budget_json(const PagerArmConfig& c, const PagerBudget& b, const std::optional<uint64_t>& chunks) {
@@ -260,6 +262,9 @@ void add_pager_sections(nlohmann::json& j, const Pager* p, const PagerArmConfig&
     j["readahead"] = nullptr;
   }
   j["fault"] = fault_json(c.fault, fault);
+  // Reclaim authority: what of the region is mlocked when the record is written.
+  const std::optional<uint64_t> locked = p ? p->region_locked_bytes() : std::nullopt;
+  j["protect"] = {{"on", c.protect}, {"locked_bytes", locked ? nlohmann::json(*locked) : nlohmann::json(nullptr)}};
   const PagerRejectionReport rej = p ? p->rejection_report() : PagerRejectionReport{};
   j["rejection"] = !rej.any ? nlohmann::json(nullptr)
                             : nlohmann::json{{"kind", to_string(rej.kind)},

@@ -37,6 +37,7 @@ struct PagerArmConfig {
   bool calibrate = false;  // set everything up, touch no weight byte
   FaultSpec fault;         // --fault CELL[@N]
   std::string content_digests;  // --content-digests: `residctl inventory`'s file ("" = no check)
+  bool protect = false;         // --protect: the region is mlocked on fault (pager.hpp)
 };
 
 // The flags' own checks (InputError naming the flag): chunk size, threads in 1..max_threads,

@@ -107,7 +107,7 @@ PlanError Pager::try_recycle(ChunkId c) {
   // The Plan agreed (no consumer, no pin): the eviction goes ahead, slot already recycled.
   const uint64_t p0 = first_page(c), np = pages_in(c);
   for_each_mapped_run(page_unmapped_, p0, p0 + np, [&](uint64_t p, uint64_t q) {
-    ::madvise(base_ + p * page_, (q - p) * page_, MADV_DONTNEED);
+    ::madvise(base_ + p * page_, (q - p) * page_, cfg_.protect ? MADV_DONTNEED_LOCKED : MADV_DONTNEED);
   });
   mark_evicted_locked(c);
   return PlanError::None;
@@ -177,7 +177,7 @@ bool Pager::evict_locked(ChunkId c) {
     uint64_t q = p;
     while (q < p0 + np && !page_unmapped_[q]) ++q;
     // Cannot fail on a mapped range; a concurrent unmap only removes pages sooner.
-    ::madvise(base_ + p * page_, (q - p) * page_, MADV_DONTNEED);
+    ::madvise(base_ + p * page_, (q - p) * page_, cfg_.protect ? MADV_DONTNEED_LOCKED : MADV_DONTNEED);
     p = q;
   }
   mark_evicted_locked(c);

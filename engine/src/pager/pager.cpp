@@ -79,6 +79,8 @@ void Pager::build_chunk_manifest() {
 }
 
 void Pager::check_huge_support() const {
+  if (cfg_.protect && cfg_.huge == HugeChunks::Move)
+    throw InputError("--protect: UFFDIO_MOVE cannot move into an mlocked region; use --huge-chunks off or collapse");
   if (cfg_.huge == HugeChunks::Move) {
     // A read fault on the THP-enabled region takes the huge zero page branch and reaches the
     // pager without allocating; with use_zero_page off it would allocate (and charge) a huge

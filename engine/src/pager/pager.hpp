@@ -117,6 +117,10 @@ struct PagerConfig {
   // Content identity (drivers/content_digests.hpp): per chunk, the XXH64 of its file bytes;
   // every fill is checked against it before it is published. Empty: no check.
   std::vector<uint64_t> chunk_digests;
+  // Reclaim authority (reference 000, claim 3): the region is mlocked on fault
+  // (mlock2 MLOCK_ONFAULT), so the kernel cannot reclaim or swap a resident chunk; only the
+  // pager's own evictions (MADV_DONTNEED_LOCKED) free memory.
+  bool protect = false;
 };
 
 struct PagerStats {
@@ -246,6 +250,8 @@ class Pager final : private FillOwner {
   // Bytes of the region the kernel backs with transparent huge pages now (the
   // AnonHugePages of the region's mappings in /proc/self/smaps); nullopt if unreadable.
   std::optional<uint64_t> region_huge_bytes() const;
+  // Bytes of the region mlocked now (smaps Locked; PagerConfig::protect); nullopt if unreadable.
+  std::optional<uint64_t> region_locked_bytes() const;
 
   // Watchdog for the one case the pager thread cannot watch itself: a fill stuck inside the
   // Source (storage that stopped answering). Call periodically from another thread; fails
@@ -288,6 +294,7 @@ class Pager final : private FillOwner {
   void register_region();
   void init_books();
   void init_plan();
+  std::optional<uint64_t> region_smaps_bytes(const char* field) const;
   void loop();
   void read_messages();
   void handle_unmap(uintptr_t start, uintptr_t end);

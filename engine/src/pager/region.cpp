@@ -53,6 +53,14 @@ void Pager::map_region() {
   // copied whole (a move that fell back to COPY).
   if (cfg_.huge == HugeChunks::Off) ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
   if (cfg_.huge == HugeChunks::Move) ::madvise(base_, mapped_bytes_, MADV_HUGEPAGE);
+  // --protect: every page the pager fills is locked; only its own evictions free them.
+  if (cfg_.protect && ::mlock2(base_, registered_bytes_, MLOCK_ONFAULT) != 0) {
+    const int e = errno;
+    ::munmap(base_, mapped_bytes_);
+    ::close(evfd_);
+    throw InputError("--protect: mlock2(MLOCK_ONFAULT) of the pager region failed (" + errno_name(e) +
+                     "): raise RLIMIT_MEMLOCK (ulimit -l) or run without --protect");
+  }
   // Beyond the file's last page there is no data: an access there is a bug, make it fault.
   if (mapped_bytes_ > registered_bytes_)
     ::mprotect(base_ + registered_bytes_, mapped_bytes_ - registered_bytes_, PROT_NONE);
@@ -121,11 +129,16 @@ void Pager::finish_registration() {
   });
 }
 
-std::optional<uint64_t> Pager::region_huge_bytes() const {
-  // /proc/self/smaps: sum AnonHugePages over the mappings that lie inside the region.
+std::optional<uint64_t> Pager::region_huge_bytes() const { return region_smaps_bytes("AnonHugePages:"); }
+
+std::optional<uint64_t> Pager::region_locked_bytes() const { return region_smaps_bytes("Locked:"); }
+
+std::optional<uint64_t> Pager::region_smaps_bytes(const char* field) const {
+  // /proc/self/smaps: sum `field` (kB) over the mappings that lie inside the region.
   std::ifstream in("/proc/self/smaps");
   if (!in) return std::nullopt;
   const auto lo = reinterpret_cast<uintptr_t>(base_), hi = lo + mapped_bytes_;
+  const size_t flen = std::strlen(field);
   std::string line;
   bool inside = false;
   uint64_t kb = 0;
@@ -137,7 +150,7 @@ std::optional<uint64_t> Pager::region_huge_bytes() const {
       inside = a >= lo && b <= hi;
       continue;
     }
-    if (inside && line.rfind("AnonHugePages:", 0) == 0) kb += std::stoull(line.substr(14));
+    if (inside && line.rfind(field, 0) == 0) kb += std::stoull(line.substr(flen));
   }
   return kb * 1024;
 }

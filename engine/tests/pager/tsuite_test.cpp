@@ -85,7 +85,8 @@ struct Rig {
   std::unique_ptr<Pager> pager;
 
   Rig(uint64_t file_bytes, uint64_t budget_chunks, PolicyKind kind,
-      SourceEngine engine = SourceEngine::Direct, uint32_t prefetch_depth = 0, double watchdog_s = 20)
+      SourceEngine engine = SourceEngine::Direct, uint32_t prefetch_depth = 0, double watchdog_s = 20,
+      bool protect = false)
       : path(dir.file("region.bin")), bytes(file_bytes) {
     test::write_pattern_file(path, file_bytes, kSeed);
     PagerConfig cfg;
@@ -95,6 +96,7 @@ struct Rig {
     cfg.eager_reconcile = true;
     cfg.watchdog_s = watchdog_s;
     cfg.huge = kHugeMode;
+    cfg.protect = protect;
     const uint32_t chunks = static_cast<uint32_t>((file_bytes + kChunk - 1) / kChunk);
     pager = std::make_unique<Pager>(open_source(engine, path, kChunk), make_policy(kind, chunks), cfg, &trace);
     pager->start();
@@ -864,4 +866,29 @@ TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
   EXPECT_EQ(r.stats.reads, r.stats.completions);
   EXPECT_EQ(r.windows_free_at_close, 4u);
   EXPECT_EQ(r.tickets_outstanding_at_close, 0u);
+}
+
+// Reclaim authority: with protect, every resident chunk is mlocked (the kernel cannot reclaim
+// or swap it) and the pager's own evictions still free it (MADV_DONTNEED_LOCKED): the locked
+// bytes follow the resident set, never more, and the bytes stay exact.
+TEST(TSuite, Protect_ResidentChunksAreLockedAndEvictionsStillFreeThem) {
+  SKIP_WITHOUT_UFFD();
+  if (kHugeMode == HugeChunks::Move) GTEST_SKIP() << "UFFDIO_MOVE cannot move into an mlocked region: --protect runs with huge chunks off or collapse";
+  constexpr ChunkId kChunks = 12;
+  Rig rig(kChunks * kChunk, 4, PolicyKind::Lru, SourceEngine::Direct, 0, 20, /*protect=*/true);
+  uint64_t bad = 0, most_locked = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (ChunkId c = 0; c < kChunks; ++c) {
+      bad += rig.read_chunk(c);
+      const auto locked = rig.pager->region_locked_bytes();
+      ASSERT_TRUE(locked.has_value());
+      const uint64_t resident = rig.pager->stats().resident_chunks * kChunk;
+      EXPECT_EQ(*locked, resident) << "after chunk " << c << " of pass " << pass;
+      most_locked = std::max(most_locked, *locked);
+    }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(most_locked, 4 * kChunk);
+  EXPECT_GE(rig.pager->stats().evictions, 2 * kChunks - 4);
+  rig.expect_books_match_kernel();
+  rig.pager->shutdown();
 }
