@@ -29,6 +29,8 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
   g->add_option("--huge-chunks", cli->huge,
                 "off | move | collapse: how filled chunks are backed (default: move with 2 MiB-multiple chunks, else off)")
       ->check(CLI::IsMember({"off", "move", "collapse"}));
+  g->add_option("--graph-plan", c.graph_plan, "object boundaries learned by an earlier run (no discovery pass)");
+  g->add_option("--graph-plan-out", c.graph_plan_out, "write the object boundaries this run used or learned");
   return cli;
 }
 

@@ -23,6 +23,7 @@ int run_generate(const GenerateConfig&) {
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "core/clock.hpp"
@@ -85,6 +86,16 @@ void GenerateRun::open_pager() {
                                    make_policy(*policy_of(a_.arm), m_.chunks, DeclaredSequence{declared, false}), pc, &trace_);
 }
 
+void GenerateRun::load_graph_plan() {
+  std::ifstream in(cfg_.graph_plan);
+  if (!in) throw InputError("--graph-plan " + cfg_.graph_plan + " cannot be read");
+  try {
+    observer_.load_plans(nlohmann::json::parse(in));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("--graph-plan " + cfg_.graph_plan + " is not a graph plan (" + e.what() + ")");
+  }
+}
+
 // ---- the watch and the verdict ---------------------------------------------------------------
 
 // The generation's own watchdog: no consumption signal for the watchdog's time.
@@ -122,6 +133,7 @@ int GenerateRun::execute() {
     dev_ = st.st_dev;
     ino_ = st.st_ino;
   }
+  if (!cfg_.graph_plan.empty()) load_graph_plan();
   if (policy_of(a_.arm))
     open_pager();
   else if (a_.budget_bytes)

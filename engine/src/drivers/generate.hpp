@@ -27,6 +27,10 @@ struct GenerateConfig {
   // How filled chunks are backed (pager.hpp); unset: `move` when the chunk size is a
   // multiple of 2 MiB, else `off`.
   std::optional<HugeChunks> huge;
+  // The object boundaries of this model's graphs, learned by an earlier run (--graph-plan:
+  // no discovery pass, so no pass is slowed by it) and where to write the ones this run
+  // used or learned (--graph-plan-out). Empty: discover, write nothing.
+  std::string graph_plan, graph_plan_out;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

@@ -81,6 +81,8 @@ nlohmann::json GenerateRun::signal_audit_json() const {
           {"outside_reads", os.outside_reads},
           {"embd_rows_read", os.embd_rows_read},
           {"embd_rows_unread", os.embd_rows_unread},
+          {"discovery_passes", os.discovery_passes},
+          {"objects_out_of_order", os.out_of_order},
           {"first_violation", or_null(os.first_violation)}};
 }
 
@@ -90,7 +92,8 @@ nlohmann::json GenerateRun::record(const std::string& error) {
   j["signal"] = "eval-callback";
   j["config"] = pager_config_json(a_);
   j["config"].update({{"model", cfg_.model}, {"prompt", cfg_.prompt}, {"tokens", cfg_.tokens}, {"ctx", cfg_.ctx},
-                      {"huge_chunks", cfg_.huge ? to_string(*cfg_.huge) : "default"}});
+                      {"huge_chunks", cfg_.huge ? to_string(*cfg_.huge) : "default"},
+                      {"graph_plan", or_null(cfg_.graph_plan)}});
   j["region"] = {{"path", cfg_.model}, {"bytes", m_.file_bytes}, {"chunk_size", m_.chunk_size}, {"chunks", m_.chunks}};
   j["budget"] = pager_budget_json(a_, budget_, budget_chunks_);
   j["budget"].update({{"fit_chunks", p ? nlohmann::json(fit_chunks_) : nlohmann::json(nullptr)},
@@ -170,6 +173,7 @@ void GenerateRun::write_outputs(const std::string& error, bool with_generation) 
     logits_fd_ = -1;
     ::unlink(logits_tmp_.c_str());
   }
+  if (!cfg_.graph_plan_out.empty()) write_file_atomic(cfg_.graph_plan_out, observer_.plans_json().dump(1) + "\n");
   write_run_dir(a_.out, trace_.serialize(m_.chunk_size, m_.chunks), record(error));
 }
 

@@ -57,6 +57,7 @@ class GenerateRun final : public StepListener {
 
   // generate.cpp: budget, pager, the watch, the verdict.
   void open_pager();
+  void load_graph_plan();
   std::string watch_error();
   std::string verdict();
   // generate_steps.cpp

@@ -81,35 +81,128 @@ bool EvalObserver::callback(ggml_tensor* t, bool ask, void* user_data) {
 
 bool EvalObserver::ask(ggml_tensor* t) {
   ++st_.nodes;
-  const char* name = t->name;
-  bool want = false;
-  const int n_layer = static_cast<int>(m_.n_layer);
-  if (std::strcmp(name, "embd") == 0) {
-    // The graph's first node: nothing of this pass is computed yet.
-    auto rows = embd_rows(t);
-    ++(rows ? st_.embd_rows_read : st_.embd_rows_unread);
-    l_.pass_started(std::move(rows));
-    cur_ = 0;
-    ++st_.boundaries;
-  } else if (auto l = suffix_int(name, "norm-")) {
-    // The first RMS_NORM of layer l follows the previous object (embd is object 0, layer.N
-    // is object N + 1); the second one (before ffn_norm-l) finds layer.l current.
-    if (*l >= 0 && *l < n_layer && cur_ == *l) {
-      want = true;
-      pending_ = t;
-      pending_obj_ = *l + 1;
-    }
-  } else if (std::strcmp(name, "norm") == 0) {
-    if (cur_ == n_layer) {
-      want = true;
-      pending_ = t;
-      pending_obj_ = n_layer + 1;
-    }
-  } else if (suffix_int(name, "ffn_moe_topk-")) {
+  if (!in_pass_ || (cur_ > 0 && reads_token_embedding_rows(t))) start_pass(t);  // a new graph
+  const uint32_t occurrence = ++occurrences_[t->name];
+  bool want = discovering_ || suffix_int(t->name, "ffn_moe_topk-").has_value();
+  if (discovering_)
+    discover(t);
+  else if (is_boundary(t, occurrence))
     want = true;
-  }
   audit_sources(t);
+  prev_name_ = t->name;
+  prev_occurrence_ = occurrence;
   return want;
+}
+
+// The first node of a pass: the token embedding's GET_ROWS. Its graph shape (the batch's
+// token count) picks the learned boundaries, or makes this a discovery pass.
+void EvalObserver::start_pass(ggml_tensor* first) {
+  auto rows = embd_rows(first);
+  ++(rows ? st_.embd_rows_read : st_.embd_rows_unread);
+  l_.pass_started(std::move(rows));  // ends the previous pass first (a second graph of one decode)
+  in_pass_ = true;
+  occurrences_.clear();
+  next_boundary_ = 0;
+  pending_ = nullptr;
+  pending_obj_ = -1;
+  shape_ = first->op == GGML_OP_GET_ROWS && first->src[1] ? ggml_nelements(first->src[1]) : -1;
+  discovering_ = !plans_.count(shape_);
+  clean_ = true;
+  learning_.clear();
+  if (discovering_) ++st_.discovery_passes;
+  cur_ = 0;
+  ++st_.boundaries;
+}
+
+// GET_ROWS of a tensor of the embd object (object 0): the first node of a graph.
+bool EvalObserver::reads_token_embedding_rows(const ggml_tensor* t) const {
+  if (t->op != GGML_OP_GET_ROWS || !t->src[0] || !t->src[0]->data || base_ == 0) return false;
+  const auto a = reinterpret_cast<uintptr_t>(t->src[0]->data);
+  if (a < base_ || a >= base_ + len_) return false;
+  const auto ti = m_.tensor_at(a - base_);
+  return ti && m_.object_has_tensor(0, *ti);
+}
+
+// The smallest object after the current one that holds a weight this node reads, when the
+// current object holds none of them (then the node is that object's first weight read).
+std::optional<uint32_t> EvalObserver::next_object_read(const ggml_tensor* t) const {
+  std::optional<uint32_t> next;
+  for (int i = 0; i < GGML_MAX_SRC; ++i) {
+    const ggml_tensor* s = t->src[i];
+    if (!s || !s->data || base_ == 0) continue;
+    const auto a = reinterpret_cast<uintptr_t>(s->data);
+    if (a < base_ || a >= base_ + len_) continue;
+    const auto ti = m_.tensor_at(a - base_);
+    if (!ti) continue;
+    if (cur_ >= 0 && m_.object_has_tensor(static_cast<uint32_t>(cur_), *ti)) return std::nullopt;
+    for (uint32_t o = static_cast<uint32_t>(cur_ + 1); o < m_.objects.size(); ++o)
+      if (m_.object_has_tensor(o, *ti)) {
+        if (!next || o < *next) next = o;
+        break;
+      }
+  }
+  return next;
+}
+
+// Discovery: every node is wanted, so at this ask=true call every earlier node is computed.
+// A node that first reads the next object's weights enters it now; the node before it is
+// learned as the object's boundary.
+void EvalObserver::discover(const ggml_tensor* t) {
+  const auto next = next_object_read(t);
+  if (!next) return;
+  if (*next != static_cast<uint32_t>(cur_ + 1)) {
+    ++st_.out_of_order;
+    clean_ = false;
+  }
+  learning_.push_back({prev_name_, prev_occurrence_, *next});
+  cur_ = static_cast<int>(*next);
+  ++st_.boundaries;
+  l_.object_entered(*next);
+}
+
+bool EvalObserver::is_boundary(const ggml_tensor* t, uint32_t occurrence) {
+  const auto& plan = plans_.at(shape_);
+  if (next_boundary_ >= plan.size()) return false;
+  const Boundary& b = plan[next_boundary_];
+  if (occurrence != b.occurrence || b.name != t->name) return false;
+  ++next_boundary_;
+  pending_ = t;
+  pending_obj_ = static_cast<int>(b.object);
+  return true;
+}
+
+void EvalObserver::end_pass() {
+  // A clean discovery pass (every object in order, no foreign read) teaches its shape.
+  if (in_pass_ && discovering_ && clean_ && st_.foreign_reads == 0 && cur_ + 1 == static_cast<int>(m_.objects.size()))
+    plans_[shape_] = learning_;
+  in_pass_ = false;
+  discovering_ = false;
+  cur_ = -1;
+}
+
+nlohmann::json EvalObserver::plans_json() const {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& [tokens, plan] : plans_) {
+    nlohmann::json bs = nlohmann::json::array();
+    for (const Boundary& b : plan) bs.push_back({{"node", b.name}, {"occurrence", b.occurrence}, {"object", m_.objects[b.object].name}});
+    shapes.push_back({{"tokens", tokens}, {"boundaries", bs}});
+  }
+  return {{"schema_version", 1}, {"objects", m_.objects.size()}, {"shapes", shapes}};
+}
+
+void EvalObserver::load_plans(const nlohmann::json& j) {
+  std::map<std::string, uint32_t> index;
+  for (uint32_t o = 0; o < m_.objects.size(); ++o) index[m_.objects[o].name] = o;
+  for (const auto& s : j.at("shapes")) {
+    std::vector<Boundary> plan;
+    for (const auto& b : s.at("boundaries")) {
+      const auto it = index.find(b.at("object").get<std::string>());
+      if (it == index.end())
+        throw InputError("--graph-plan names object '" + b.at("object").get<std::string>() + "', which this model does not have");
+      plan.push_back({b.at("node").get<std::string>(), b.at("occurrence").get<uint32_t>(), it->second});
+    }
+    plans_[s.at("tokens").get<int64_t>()] = std::move(plan);
+  }
 }
 
 void EvalObserver::done(ggml_tensor* t) {

@@ -6,32 +6,35 @@
 // nodes up to and including the first wanted one as one group, then calls back with
 // ask=false. So an ask=true call comes before its whole group is computed, and the
 // ask=false call of a wanted node comes after every node up to it is computed and before
-// any later node is. At commit 0c1e5709 the llama graph is, per pass:
+// any later node is.
 //
-//   embd (GET_ROWS on token_embd)           <- the graph's first node: pass start, enter embd;
-//                                              its ask=true call also reads the batch's token
-//                                              ids (src[1], set before the graph runs): the
-//                                              rows, hence the chunks, the step really reads
-//   norm-0 (RMS_NORM, no weight)            <- wanted; its ask=false: embd consumed, enter layer.0
-//   attn_norm-0 (MUL by blk.0.attn_norm) ... l_out-0
-//   norm-1 (RMS_NORM)                       <- wanted; its ask=false: layer.0 consumed, enter layer.1
-//   ...
-//   norm (RMS_NORM, il = -1)                <- wanted; its ask=false: layer.L-1 consumed, enter output
-//   result_norm (MUL by output_norm) result_output (MUL_MAT by output / token_embd)
+// The object boundaries come from the graph llama.cpp actually builds, not from node names
+// of one architecture. The first pass of each graph shape (the batch's token count: the
+// prefill, then the first decode pass) is a discovery pass: every node is wanted, so at the
+// ask=true call of a node all earlier nodes are computed; the first node that reads a weight
+// of the next declared object enters that object there, and the node before it is learned
+// as that object's boundary (its name and its occurrence in the pass: llama.cpp reuses
+// names). Later passes of the same shape want only the learned boundary nodes and enter
+// each object at its boundary's ask=false call: after every node before the object's first
+// weight read is computed, before any of its own. A discovery pass that saw an object out
+// of order or a foreign read is not learned (the next pass of that shape discovers again).
 //
-// (the second RMS_NORM of a layer, before ffn_norm-N, has the same name and is not a
-// boundary). The boundary is therefore exact: the weightless node immediately before an
-// object's first weight read. It is also checked: at every ask=true call each source tensor
-// of the node that lies in the model mapping is looked up, and a weight read of a tensor
-// outside the current object is counted as a violation (the run fails on any).
-// `ffn_moe_topk-N` (int32 [n_expert_used, n_tokens], a non-contiguous view of the argsort)
-// is wanted too and read at ask=false, row by row through nb[1].
+// The first node of a pass is the token embedding's GET_ROWS: pass start, enter embd; its
+// ask=true call also reads the batch's token ids (src[1], set before the graph runs): the
+// rows, hence the chunks, the step really reads. Every node's weight reads are checked at
+// its ask=true call against the current object (a read of a tensor outside it is a
+// violation and the run fails on any). `ffn_moe_topk-N` (int32 [n_expert_used, n_tokens],
+// a non-contiguous view of the argsort) is wanted too and read at ask=false, row by row.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "adapters/llama/objects.hpp"
 
@@ -75,7 +78,12 @@ class EvalObserver {
   // The ggml_backend_sched_eval_callback; user_data is the EvalObserver.
   static bool callback(ggml_tensor* t, bool ask, void* user_data);
   // The graph evaluation returned (no object is current until the next pass starts).
-  void end_pass() { cur_ = -1; }
+  void end_pass();
+  // The learned boundaries of every graph shape (JSON, `residctl generate --graph-plan-out`),
+  // and boundaries learned by an earlier run (`--graph-plan`): those shapes need no discovery
+  // pass. InputError when the plan names an object this model does not have.
+  nlohmann::json plans_json() const;
+  void load_plans(const nlohmann::json& j);
   int current() const { return cur_; }
 
   struct Stats {
@@ -86,13 +94,28 @@ class EvalObserver {
     uint64_t outside_reads = 0;    // weight-buffer sources outside the model mapping
     uint64_t embd_rows_read = 0;   // passes whose embd token ids were read (exact embd accesses)
     uint64_t embd_rows_unread = 0; // passes where they could not be (the whole object instead)
+    uint64_t discovery_passes = 0; // passes that learned the boundaries of their graph shape
+    uint64_t out_of_order = 0;     // discovery: a weight of a later object read before its turn
     std::string first_violation;   // the first foreign or outside read, described
   };
   const Stats& stats() const { return st_; }
 
  private:
+  // A learned boundary: object `object` is entered after the `occurrence`-th node named
+  // `name` of the pass.
+  struct Boundary {
+    std::string name;
+    uint32_t occurrence = 0;
+    uint32_t object = 0;
+  };
+
   bool ask(ggml_tensor* t);
   void done(ggml_tensor* t);
+  void start_pass(ggml_tensor* first);
+  void discover(const ggml_tensor* t);
+  bool is_boundary(const ggml_tensor* t, uint32_t occurrence);
+  std::optional<uint32_t> next_object_read(const ggml_tensor* t) const;
+  bool reads_token_embedding_rows(const ggml_tensor* t) const;
   void audit_sources(const ggml_tensor* t);
   std::optional<std::vector<uint32_t>> embd_rows(const ggml_tensor* t) const;
 
@@ -100,9 +123,20 @@ class EvalObserver {
   StepListener& l_;
   uintptr_t base_ = 0;
   uint64_t len_ = 0;
+  bool in_pass_ = false;
   int cur_ = -1;                      // current object index, -1 between passes
   const ggml_tensor* pending_ = nullptr;
   int pending_obj_ = -1;
+  // Boundaries per graph shape (the batch's token count), learned by discovery passes.
+  std::map<int64_t, std::vector<Boundary>> plans_;
+  int64_t shape_ = -1;
+  bool discovering_ = false;
+  bool clean_ = true;                 // this discovery pass saw nothing out of order or foreign
+  std::vector<Boundary> learning_;
+  size_t next_boundary_ = 0;
+  std::unordered_map<std::string, uint32_t> occurrences_;  // of each node name in this pass
+  std::string prev_name_;
+  uint32_t prev_occurrence_ = 0;
   Stats st_;
 };
 

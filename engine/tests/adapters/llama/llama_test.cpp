@@ -919,3 +919,49 @@ TEST(GenerateInput, WindowsAndDepthAreCheckedPerSource) {
     EXPECT_FALSE(exists(out)) << joined;
   }
 }
+
+// The object boundaries come from the graph: the first pass of each graph shape (prefill,
+// first decode) discovers them; a run given a plan learned by an earlier run discovers
+// nothing and computes exactly the same; a wrong plan is caught by the weight-read audit.
+TEST(GenerateGraphPlan, DiscoveredOnceReusedExactlyAndAuditedWhenWrong) {
+  MODEL_OR_SKIP(model, "dense");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  const Manifest m = manifest_of(model);
+  const std::string oracle = dir.file("oracle"), plan = dir.file("plan.json");
+  auto args = generate_args(model, oracle, "kernel-mmap", kChunk, 6);
+  args.insert(args.end(), {"--graph-plan-out", plan});
+  ASSERT_EQ(test::spawn_capture(RESIDCTL_PATH, args, dir.file("e")).status, 0);
+  auto j = load_json(oracle + "/run.json");
+  EXPECT_EQ(j["signal_audit"]["discovery_passes"], 2);  // the prefill's shape and the decode's
+  EXPECT_EQ(j["signal_audit"]["objects_out_of_order"], 0);
+  const auto p = load_json(plan);
+  ASSERT_EQ(p["shapes"].size(), 2u);
+  for (const auto& s : p["shapes"]) EXPECT_EQ(s["boundaries"].size(), m.objects.size() - 1);
+
+  const std::string paged = dir.file("paged");
+  args = generate_args(model, paged, "pager-declared", kChunk, 6);
+  const uint64_t budget = (m.chunks + 2) * kChunk + 2 * 4096;
+  args.insert(args.end(), {"--budget-bytes", std::to_string(budget), "--graph-plan", plan, "--eager-reconcile"});
+  ASSERT_EQ(test::spawn_capture(RESIDCTL_PATH, args, dir.file("e")).status, 0);
+  j = load_json(paged + "/run.json");
+  EXPECT_EQ(j["signal_audit"]["discovery_passes"], 0);
+  EXPECT_EQ(j["config"]["graph_plan"], plan);
+  EXPECT_TRUE(test::slurp(paged + "/logits.f32") == test::slurp(oracle + "/logits.f32"));
+
+  // Every boundary one object late: layer.N's weights are read while layer.N-1 is current.
+  auto bad = p;
+  for (auto& s : bad["shapes"]) {
+    auto& bs = s["boundaries"];
+    for (size_t i = bs.size() - 1; i > 0; --i) bs[i]["object"] = bs[i - 1]["object"];
+  }
+  const std::string bad_plan = dir.file("bad-plan.json");
+  std::ofstream(bad_plan) << bad.dump();
+  const std::string wrong = dir.file("wrong");
+  args = generate_args(model, wrong, "kernel-mmap", kChunk, 6);
+  args.insert(args.end(), {"--graph-plan", bad_plan});
+  const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("e"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("signal"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(wrong + "/tokens.json"));
+}
