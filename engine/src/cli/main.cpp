@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "drivers/content_digests.hpp"
 #include "drivers/probe.hpp"
+#include "drivers/quantize.hpp"
 
 namespace {
 
@@ -39,6 +40,15 @@ int main(int argc, char** argv) {
   auto* inv_file_opt = inventory->add_option("--file", inv_file, "the file (required)");
   auto* inv_out_opt = inventory->add_option("--out", inv_out, "the digests file, written atomically (required)");
   resid::add_uint(inventory, "--chunk-size", inv_chunk, "bytes, a multiple of 4096")->capture_default_str();
+  std::string q_in, q_out, q_type;
+  bool q_pure = false;
+  uint32_t q_threads = 2;
+  auto* quantize = app.add_subcommand("quantize", "quantize a GGUF with the pinned llama.cpp's own quantizer");
+  auto* q_in_opt = quantize->add_option("--in", q_in, "the GGUF to quantize (required)");
+  auto* q_out_opt = quantize->add_option("--out", q_out, "the quantized GGUF, written atomically (required)");
+  auto* q_type_opt = quantize->add_option("--type", q_type, "f16 | q4_0 | q4_1 | q8_0 | q4_k_s | q4_k_m | iq4_nl (required)");
+  quantize->add_flag("--pure", q_pure, "every tensor to --type (no mixed recipe)");
+  resid::add_uint(quantize, "--threads", q_threads, "quantizer threads")->capture_default_str();
   auto scan = resid::add_scan_subcommand(app);
   auto generate = resid::add_generate_subcommand(app);
   auto stream = resid::add_stream_subcommand(app);
@@ -62,6 +72,10 @@ int main(int argc, char** argv) {
     if (*inventory) {
       if (auto m = resid::missing({inv_file_opt, inv_out_opt}); !m.empty()) return input_error(m);
       return resid::run_inventory(inv_file, inv_chunk, inv_out);
+    }
+    if (*quantize) {
+      if (auto m = resid::missing({q_in_opt, q_out_opt, q_type_opt}); !m.empty()) return input_error(m);
+      return resid::run_quantize(q_in, q_out, q_type, q_pure, static_cast<int>(q_threads));
     }
     if (resid::scan_selected(*scan)) return resid::run_scan_cli(*scan);
     if (resid::generate_selected(*generate)) return resid::run_generate_cli(*generate);
