@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 # Jobs call the `residency` console script of the environment running Snakemake, also
 # when that environment (e.g. .venv) is not activated.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+from residency import cells as residency_cells  # noqa: E402
 from residency import config as residency_config  # noqa: E402
 
 configfile: "config/config.yaml"
@@ -27,6 +28,9 @@ try:
     residency_config.validate(config)
 except residency_config.ConfigError as exc:
     sys.exit(str(exc))
+# A configured user GGUF that is not there stops here, in one line (never "nothing to do").
+if (missing := residency_cells.missing_model(config)) is not None:
+    sys.exit(missing)
 
 
 include: "workflow/rules/common.smk"

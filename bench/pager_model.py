@@ -11,7 +11,10 @@ much less.
   2. the pager's fill path (source read + UFFDIO_COPY, from run.json) against fio's
      O_DIRECT sequential read rate at the same block size on the same file;
   3. D/OPT per budget ratio from a finished campaign (results/pager_model_opt.parquet),
-     when there is one.
+     when there is one;
+  4. the cost of the content check: tokens/s of the pager at the unlimited budget with
+     --content-digests (every fill hashed with XXH64 and compared before it is published)
+     against the same run without, and the share of the run the hashing took.
 
 Usage: bench/pager_model.py [--residctl .build/engine/residctl] [--model results/models/...gguf]
                             [--reps 3] [--tokens 64]
@@ -32,11 +35,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Explain in one paragraph why the sky is blue."
 
 
-def generate(residctl: str, model: str, out: Path, arm: str, tokens: int, budget: int | None) -> dict:
+def generate(residctl: str, model: str, out: Path, arm: str, tokens: int, budget: int | None,
+             digests: Path | None = None) -> dict:
     cmd = [residctl, "generate", "--model", model, "--arm", arm, "--tokens", str(tokens), "--prompt", PROMPT,
            "--out", str(out)]
     if budget is not None:
         cmd += ["--budget-bytes", str(budget)]
+    if digests is not None:
+        cmd += ["--content-digests", str(digests)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return json.loads((out / "run.json").read_text())
 
@@ -66,13 +72,20 @@ def main() -> int:
     size = Path(a.model).stat().st_size
     unlimited = size + (64 << 20)
     mmap_tps, pager_tps, fill_gib_s, fio_gib_s = [], [], [], []
+    checked_tps, check_share = [], []
     (ROOT / "results").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-", dir=ROOT / "results") as tmp:
+        digests = Path(tmp) / "digests.json"
+        subprocess.run([a.residctl, "inventory", "--file", a.model, "--out", str(digests)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for i in range(a.reps):
             m = generate(a.residctl, a.model, Path(tmp) / f"a{i}", "kernel-mmap", a.tokens, None)
             p = generate(a.residctl, a.model, Path(tmp) / f"d{i}", "pager-declared", a.tokens, unlimited)
+            c = generate(a.residctl, a.model, Path(tmp) / f"k{i}", "pager-declared", a.tokens, unlimited, digests)
             mmap_tps.append(m["generation"]["tokens_per_s"])
             pager_tps.append(p["generation"]["tokens_per_s"])
+            checked_tps.append(c["generation"]["tokens_per_s"])
+            check_share.append(c["counters"]["content_check_ns"] / c["wall_ns"])
             src = p["source_stats"]
             if src.get("read_ns"):
                 fill_gib_s.append(src["logical_bytes"] / src["read_ns"] * 1e9 / 2**30)
@@ -94,6 +107,9 @@ def main() -> int:
               + "  (reference 1.08-1.13; aim <= 1.05)")
     else:
         print("3. D/OPT: no campaign results yet (results/pager_model_opt.parquet)")
+    print(f"4. content check  tokens/s with {med(checked_tps):.2f}  without {med(pager_tps):.2f}  "
+          f"ratio {med(checked_tps) / med(pager_tps):.3f}  (hashing {100 * med(check_share):.2f} % of the run; "
+          "per pair: " + ", ".join(f"{c / p:.3f}" for c, p in zip(checked_tps, pager_tps)) + ")")
     return 0
 
 

@@ -1,7 +1,10 @@
 """residency.cells: the paths, flags, --meta values and config digests the rules hand to
 the harness and residctl. The pinned strings were produced by workflow/rules/common.smk
 before its logic moved to residency.cells, so a change to any of them is a change to what
-the runs are asked to do (and to their config digests): make it on purpose."""
+the runs are asked to do (and to their config digests): make it on purpose. (Changed on
+purpose for issue 14: every digest covers engine, llama and harness, the real-model ones the
+model's entry too, the matched cells' matched_source; pager arms check their fills against
+content digests.)"""
 
 import copy
 import json
@@ -12,9 +15,12 @@ from residency import arms, cells, config
 
 from conftest import ROOT
 
-PS_DIGEST = "d3d9146823d2cefbbb3ff00713a7998ab261413911b496262ac9ff238b10c7f5"
-PM_DIGEST = "cd90853244acf6e8a3c73f03f17992bbd997c01c13b9bcfdfe3f4553bd739f9e"
+PS_DIGEST = "9fcc8a9f960e535da1239af83d28eb59ea50133f76d4f58288ca001e58fd024c"
+PM_DIGEST = "48096cbbe34cb9df8482ac26b26c03b32bb6527535c29857b7944fd78bb78262"
+MS_DIGEST = "0058e98feea5277987549bb64130c5dbbc25bb009f948c0f3fc25fc2b00bfa9a"
 REGION = "results/regions/synthetic-134217728-s1.bin"
+REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
+MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
 GENERATE = "--model m.gguf --arm {arm} --chunk-size 2097152 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
 SCAN = (f"--region {REGION} --seed 1 --arm {{arm}} --chunk-size 2097152 --passes 3 --threads {{t}} "
         "--compute-us {c} --signal {s} --watchdog-s 60")
@@ -33,7 +39,7 @@ def inventory(tmp_path):
 
 
 def test_default_digests_and_paths(cfg):
-    assert cells.ps_digest(cfg) == PS_DIGEST and cells.pm_digest(cfg) == PM_DIGEST
+    assert (cells.ps_digest(cfg), cells.pm_digest(cfg), cells.ms_digest(cfg)) == (PS_DIGEST, PM_DIGEST, MS_DIGEST)
     assert cells.residctl(cfg) == ".build/engine/residctl"
     assert (cells.region(cfg), cells.region_identity(cfg)) == (REGION, REGION + ".json")
     assert cells.pm_model(cfg) == ("results/models/SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -60,10 +66,10 @@ def test_default_cells(cfg):
 def test_default_scan_flags(cfg):
     assert cells.scan_args(cfg, "pager-lru", 0.25, 1, 0, "all-threads-finished") == (
         SCAN.format(arm="pager-lru", t=1, c=0, s="all-threads-finished")
-        + " --budget-bytes 33554432 --source direct --prefetch-depth 2")
+        + f" --budget-bytes 33554432 --source direct --prefetch-depth 2 {REGION_DIGESTS}")
     assert cells.scan_args(cfg, "pager-lru", 0.5, "4", "200", "thread0-started") == (
         SCAN.format(arm="pager-lru", t=4, c=200, s="thread0-started")
-        + " --budget-bytes 67108864 --source direct --prefetch-depth 2")
+        + f" --budget-bytes 67108864 --source direct --prefetch-depth 2 {REGION_DIGESTS}")
     # arm A runs on plain mmap: no pager flags
     assert cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished") == SCAN.format(
         arm="kernel-mmap", t=1, c=0, s="all-threads-finished")
@@ -77,10 +83,10 @@ def test_default_generate_flags(cfg, inventory):
     assert cells.pm_t_repr(inventory) == 91234567 and cells.pm_budget(inventory, 0.375) == 34212962
     assert cells.generate_args(cfg, "m.gguf", "pager-prefetch", cells.pm_budget(inventory, 0.375)) == (
         GENERATE.format(arm="pager-prefetch")
-        + " --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move")
+        + f" --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
     assert cells.generate_args(cfg, "m.gguf", "kernel-mmap", None) == GENERATE.format(arm="kernel-mmap")
     assert cells.generate_args(cfg, "m.gguf", "pager-lru", 123, source="buffered").endswith(
-        "--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move")
+        f"--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
     assert cells.pm_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", t_repr_bytes=91234567) == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta t_repr_bytes=91234567"
         f" --meta config_digest={PM_DIGEST}")
@@ -97,13 +103,14 @@ def test_default_matched_cells(cfg, inventory):
                                                                                              60297347]
     common = GENERATE.format(arm="pager-declared")
     assert cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347) == (
-        common + " --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move --windows 8 --depth 8")
+        common + f" --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}"
+        " --windows 8 --depth 8")
     assert cells.ms_generate_args(cfg, "oracle", "m.gguf", 45617283) == (
-        common + " --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move")
+        common + f" --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
     assert cells.ms_meta(cfg, "pair1/F", inventory) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
         " --meta position=3 --meta r=0.5 --meta rep=1 --meta t_repr_bytes=91234567 --meta reserve_bytes=16777216"
-        f" --meta config_digest={PM_DIGEST}")
+        f" --meta config_digest={MS_DIGEST}")
     assert cells.ms_meta(cfg, "P", inventory).startswith(
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=P --meta block=0 --meta order="
         " --meta position=1 ")
@@ -113,11 +120,11 @@ def test_eager_reconcile_closes_every_pager_flag_list(cfg):
     c = copy.deepcopy(cfg)
     c["pager_synthetic"]["eager_reconcile"] = c["pager_model"]["eager_reconcile"] = True
     assert cells.scan_args(c, "pager-lru", 0.25, 1, 0, "all-threads-finished").endswith(
-        "--prefetch-depth 2 --eager-reconcile")
+        f"--prefetch-depth 2 {REGION_DIGESTS} --eager-reconcile")
     assert cells.scan_args(c, "kernel-mmap", 0.25, 1, 0, "all-threads-finished").endswith(
         "--watchdog-s 60 --eager-reconcile")
     assert cells.ms_generate_args(c, "pair1/F", "m.gguf", 1).endswith(
-        "--huge-chunks move --eager-reconcile --windows 8 --depth 8")
+        f"--huge-chunks move {MODEL_DIGESTS} --eager-reconcile --windows 8 --depth 8")
     assert cells.ps_digest(c) != PS_DIGEST and cells.pm_digest(c) != PM_DIGEST
 
 
@@ -147,3 +154,113 @@ def test_matched_cell_names(cfg):
 
 def test_ratio_str():
     assert [cells.ratio_str(r) for r in (0.5, "0.50", 0.375, 1)] == ["0.5", "0.5", "0.375", "1"]
+
+
+# ---- provenance: what each campaign's config digest covers --------------------------------
+
+def _leaves(obj, path=()):
+    """Every leaf of a config (lists are leaves: a changed list is a changed setting)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _leaves(v, (*path, k))
+    else:
+        yield path
+
+
+def _perturbed(cfg, path):
+    c = copy.deepcopy(cfg)
+    node = c
+    for k in path[:-1]:
+        node = node[k]
+    v = node[path[-1]]
+    node[path[-1]] = (not v if isinstance(v, bool) else v + 1 if isinstance(v, (int, float))
+                      else v + "x" if isinstance(v, str) else [*v, "x"] if isinstance(v, list) else "x")
+    return c
+
+
+def _digests(c):
+    return {"ps": cells.ps_digest(c), "pm": cells.pm_digest(c), "ms": cells.ms_digest(c)}
+
+
+def _expected(path, model):
+    """The campaigns whose runs a setting changes (config/README.md, "config digest")."""
+    top = path[0]
+    if top in ("engine", "llama", "harness"):
+        return {"ps", "pm", "ms"}
+    if top == "pager_synthetic":
+        return {"ps"}
+    if top == "pager_model":
+        return {"pm", "ms"}
+    if top == "matched_source":
+        return {"ms"}
+    if top == "models":
+        used = {"smollm2": "smollm2", "synthetic-dense": "synthetic"}[model]
+        return {"pm", "ms"} if path[1] == used else set()
+    return set()  # claims: no run depends on them
+
+
+@pytest.mark.parametrize("model", ["smollm2", "synthetic-dense"])
+def test_every_setting_changes_the_digests_of_exactly_the_runs_that_use_it(cfg, model):
+    base_cfg = copy.deepcopy(cfg)
+    base_cfg["pager_model"]["model"] = model
+    base = _digests(base_cfg)
+    leaves = [p for p in _leaves(base_cfg) if p != ("pager_model", "model")]
+    assert len(leaves) > 80  # the whole config, not a sample
+    for path in leaves:
+        now = _digests(_perturbed(base_cfg, path))
+        changed = {k for k in base if now[k] != base[k]}
+        assert changed == _expected(path, model), path
+
+
+def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):
+    c = copy.deepcopy(cfg)
+    c["matched_source"]["reserve_bytes"] += 1
+    assert cells.ms_digest(c) != MS_DIGEST
+    assert (cells.ps_digest(c), cells.pm_digest(c)) == (PS_DIGEST, PM_DIGEST)
+    assert cells.ms_meta(c, "pair1/D", inventory).endswith(f"--meta config_digest={cells.ms_digest(c)}")
+    # switching the model, or its user entry's sha256, is a change of every model run
+    c["pager_model"]["model"] = "user:big"
+    c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
+    d = cells.pm_digest(c)
+    c["models"]["user"][0]["sha256"] = "c" * 64
+    assert len({PM_DIGEST, d, cells.pm_digest(c)}) == 3
+
+
+# ---- content digests: the flags the cells pass ---------------------------------------------
+
+def test_content_digest_flags_follow_content_check(cfg):
+    assert cells.ps_content_digests(cfg) == f"{REGION}.chunks-2097152.json"
+    assert cells.pm_content_digests(cfg) == "results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
+    c = copy.deepcopy(cfg)
+    c["pager_model"]["model"] = "user:big"
+    c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
+    assert cells.pm_content_digests(c) == "results/models/user/big.chunks-2097152.json"
+    assert cells.model_gguf(c, "user/big") == "/data/big.gguf"
+    assert cells.model_gguf(c, "synthetic-moe") == "results/models/synthetic-moe.gguf"
+    # arm A fills nothing: never the flag
+    assert "--content-digests" not in cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished")
+    assert "--content-digests" not in cells.generate_args(cfg, "m.gguf", "kernel-mmap", None)
+    c["pager_synthetic"]["content_check"] = c["pager_model"]["content_check"] = False
+    assert cells.ps_content_digests(c) is None and cells.pm_content_digests(c) is None
+    for args in (cells.scan_args(c, "pager-lru", 0.5, 1, 0, "all-threads-finished"),
+                 cells.generate_args(c, "m.gguf", "pager-declared", 123),
+                 cells.ms_generate_args(c, "pair1/F", "m.gguf", 123)):
+        assert "--content-digests" not in args and "--budget-bytes" in args
+    # absent key: on (the documented default)
+    del c["pager_model"]["content_check"]
+    assert cells.content_check(c["pager_model"]) and "--content-digests" in cells.generate_args(c, "m", "pager-lru", 1)
+
+
+def test_missing_user_model_is_one_line(cfg, tmp_path):
+    c = copy.deepcopy(cfg)
+    assert cells.missing_model(c) is None  # smollm2 is fetched by a rule
+    c["pager_model"]["model"] = "user:big"
+    c["models"]["user"] = [{"name": "big", "path": str(tmp_path / "big.gguf"), "sha256": "b" * 64}]
+    assert cells.missing_model(c) == f"model error: pager_model.model user:big: {tmp_path / 'big.gguf'}: missing"
+    (tmp_path / "big.gguf").mkdir()
+    assert cells.missing_model(c).endswith("big.gguf: not a regular file")
+    (tmp_path / "big.gguf").rmdir()
+    (tmp_path / "big.gguf").write_bytes(b"GGUF")
+    assert cells.missing_model(c) is None
+    assert cells.existing(str(tmp_path / "big.gguf")) == [str(tmp_path / "big.gguf")]
+    assert cells.existing(str(tmp_path / "nope.gguf")) == []

@@ -58,3 +58,35 @@ def test_opt_and_determinism(tmp_path):
     assert (dd["distinct_traces"] == 2).all() and not dd["identical"].any()
     assert (dd["first_differing_step"] == 16).all()
     assert det[det["arm"] == "pager-lru"]["identical"].all()
+
+
+def test_rows_carry_the_llama_build_and_the_content_checks(tmp_path):
+    import json
+
+    from residency import llama_build
+
+    dirs = campaign(tmp_path)
+    for i, d in enumerate(dirs):
+        run = json.loads((d / "run.json").read_text())
+        run["counters"].update(content_checks=10 + i, content_check_ns=1000 * i, content_mismatches=0)
+        (d / "run.json").write_text(json.dumps(run))
+    ident = {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "source": "pypi-sdist", "sdist_sha256": "a" * 64,
+             "checkout": None, "build_type": "Release", "native": True, "compiler": "c++ 12",
+             "libs_sha256": {"libllama.a": "b" * 64}, "build_seconds": 70.1,
+             "cmake_args": ["-DCMAKE_INSTALL_PREFIX=/somewhere/install", "-DGGML_NATIVE=ON"]}
+    llama = tmp_path / "llama-identity.json"
+    llama.write_text(json.dumps(ident))
+    out = tmp_path / "runs.parquet"
+    gather.gather_pager_synthetic(dirs, region_identity(tmp_path), out, llama)
+    df = pd.read_parquet(out)
+    assert (df["llama_commit"] == ident["commit"]).all()
+    assert (df["llama_build_sha256"] == llama_build.build_digest(ident)).all()
+    assert sorted(df["content_checks"]) == [10 + i for i in range(len(dirs))]
+    assert (df["content_mismatches"] == 0).all()
+    # the build's identity, not where it was installed nor how long it took
+    moved = ident | {"build_seconds": 99.0, "cmake_args": ["-DCMAKE_INSTALL_PREFIX=/elsewhere", "-DGGML_NATIVE=ON"]}
+    assert llama_build.build_digest(moved) == llama_build.build_digest(ident)
+    assert llama_build.build_digest(ident | {"libs_sha256": {"libllama.a": "c" * 64}}) != llama_build.build_digest(ident)
+    analysis.analyse_pager_synthetic(out, tmp_path / "opt.parquet", tmp_path / "det.parquet")
+    opt = pd.read_parquet(tmp_path / "opt.parquet")
+    assert (opt["llama_build_sha256"] == llama_build.build_digest(ident)).all()

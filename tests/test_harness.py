@@ -99,3 +99,32 @@ def test_cli_error_exit_status(tmp_path):
                        cwd=Path(__file__).resolve().parent.parent)
     assert p.returncode == 2
     assert p.stderr.strip() == "residency run: error: residctl: error: bad flag --x"
+
+
+@needs_cgroup
+def test_a_killed_harness_leaves_a_cgroup_the_next_run_sweeps(tmp_path):
+    """kill -9 of a harness mid-cell: its cgroup stays (nothing can remove it then); once its
+    last task is gone, the next harness removes it and says so in harness.json."""
+    import signal
+    import subprocess
+    import time
+
+    sleeper = fake_engine(tmp_path, "import time\ntime.sleep(120)")
+    p = subprocess.Popen([sys.executable, "-m", "residency.cli", "run", "--out", str(tmp_path / "r1"),
+                          "--limit-bytes", str(64 << 20), "--", sleeper],
+                         cwd=Path(__file__).resolve().parent.parent, stderr=subprocess.DEVNULL)
+    left, tasks, deadline = None, [], time.monotonic() + 30
+    while time.monotonic() < deadline and not tasks:
+        time.sleep(0.1)
+        left = next((d for d in LOC.parent.glob(f"residency-{p.pid}-*")), None)
+        tasks = (left / "cgroup.procs").read_text().split() if left else []
+    assert tasks, "the harness never started its engine in a cgroup"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    for pid in tasks:
+        os.kill(int(pid), signal.SIGKILL)
+    while (left / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left.exists()
+    rec = harness.run([fake_engine(tmp_path, "pass")], tmp_path / "r2", limit_bytes=64 << 20)
+    assert left.name in rec["host"]["swept_cgroups"] and not left.exists()

@@ -135,3 +135,21 @@ def test_claims_give_a_verdict_when_every_pager_run_was_killed(tmp_path, cid):
     analysis.analyse_pager_model(p, root / "results" / "pager_model_opt.parquet")
     doc = claims.make(cid, root, SETTINGS)
     assert doc["verdict"] in ("fail", "insufficient-evidence"), (cid, doc["verdict"])
+
+
+def test_scope_names_the_llama_build_the_model_and_the_content_checks(tmp_path):
+    root = project(tmp_path)
+    runs = pd.read_parquet(root / "results" / "pager_model.parquet")
+    assert runs["content_checks"].isna().all()  # the fake runs record no fill check
+    runs["llama_build_sha256"] = "f" * 64
+    pager = runs["arm"] != "kernel-mmap"
+    runs.loc[pager, "content_checks"] = 5
+    runs.loc[pager & (runs["r"] == 0.25), "content_checks"] = 0  # a run with the check off
+    runs["content_mismatches"] = 0
+    scope = claims.scope_of({"runs": runs}, root)
+    assert scope["llama"] == {"commit": runs["llama_commit"].dropna().iloc[0], "build_sha256": "f" * 64}
+    assert (scope["model"], scope["model_sha256"]) == ("tiny", "a" * 64)
+    assert scope["model_bytes"] == runs["model_bytes"].iloc[0]
+    assert scope["content_checks"] == {"pager_runs": 27, "checked": 18, "mismatches": 0}
+    opt = pd.read_parquet(root / "results" / "pager_model_opt.parquet")
+    assert claims.scope_of({"opt": opt}, root)["content_checks"] is None  # an analysis table: no per-run counts

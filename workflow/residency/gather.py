@@ -73,6 +73,13 @@ HOST_COLUMNS = [
     ("config_digest", pa.string()),
     ("run_dir", pa.string()),
 ]
+# What the run was made with beyond its config, and what its fills were checked against.
+PROVENANCE_COLUMNS = [
+    ("llama_build_sha256", pa.string()),  # the llama.cpp build the engine links (llama_build.build_digest)
+    ("content_checks", pa.int64()),       # pager fills checked against the content digests (0: check off)
+    ("content_check_ns", pa.int64()),     # time spent hashing them
+    ("content_mismatches", pa.int64()),   # a mismatch fails the run closed
+]
 
 PAGER_SYNTHETIC_SCHEMA = pa.schema(RUN_COLUMNS[:5] + [
     ("threads", pa.int32()),
@@ -89,7 +96,8 @@ PAGER_SYNTHETIC_SCHEMA = pa.schema(RUN_COLUMNS[:5] + [
     ("verify_errors", pa.int64()),
 ] + HOST_COLUMNS + [
     ("region_sha256", pa.string()),
-])
+    ("llama_commit", pa.string()),        # of the llama.cpp build the engine links (the scan uses none of it)
+] + PROVENANCE_COLUMNS)
 
 PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
     ("model", pa.string()),
@@ -120,7 +128,7 @@ PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
     ("oracle_run_dir", pa.string()),
     ("logits_sha256", pa.string()),
     ("valid", pa.bool_()),                # status ok and exact: a run that counts
-] + HOST_COLUMNS)
+] + HOST_COLUMNS + PROVENANCE_COLUMNS)
 
 
 def _load(path: Path) -> dict | None:
@@ -191,7 +199,8 @@ def _common(run_dir: Path) -> tuple[dict, dict, dict]:
     }
     for name in ("steps", "accesses", "hits", "misses", "demand_fills", "prefetch_fills", "prefetch_used",
                  "evictions", "faults_handled", "spurious_faults", "signals", "logical_bytes_read",
-                 "physical_bytes_read", "max_resident_chunks", "reconcile_checks", "reconcile_mismatches"):
+                 "physical_bytes_read", "max_resident_chunks", "reconcile_checks", "reconcile_mismatches",
+                 "content_checks", "content_check_ns", "content_mismatches"):
         row[name] = _int(counters.get(name))
     return row, run, meta
 
@@ -224,11 +233,24 @@ def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
     return row
 
 
+def _stamp_llama(rows: list[dict], llama_identity: str | os.PathLike | None, commit: bool = False) -> None:
+    """Every row gets the llama.cpp build's digest (and, with `commit`, its commit: runs that
+    do not record one themselves)."""
+    from .llama_build import build_digest
+
+    ident = json.loads(Path(llama_identity).read_text()) if llama_identity else None
+    for row in rows:
+        row["llama_build_sha256"] = build_digest(ident) if ident else None
+        if commit:
+            row["llama_commit"] = ident["commit"] if ident else None
+
+
 def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: str | os.PathLike,
-                           out: str | os.PathLike) -> pa.Table:
+                           out: str | os.PathLike, llama_identity: str | os.PathLike | None = None) -> pa.Table:
     """Write results/pager_synthetic.parquet from the given run directories."""
     region = json.loads(Path(region_identity).read_text())
     rows = [pager_synthetic_row(Path(d), region["sha256"]) for d in sorted(map(str, run_dirs))]
+    _stamp_llama(rows, llama_identity, commit=True)
     table = pa.Table.from_pylist(rows, schema=PAGER_SYNTHETIC_SCHEMA)
     atomic.write_parquet(out, table)
     return table
@@ -281,10 +303,12 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
 
 
 def gather_pager_model(run_dirs: list[str | os.PathLike], oracle_dir: str | os.PathLike,
-                       model_identity: str | os.PathLike, out: str | os.PathLike) -> pa.Table:
+                       model_identity: str | os.PathLike, out: str | os.PathLike,
+                       llama_identity: str | os.PathLike | None = None) -> pa.Table:
     """Write results/pager_model.parquet; every run is compared with `oracle_dir`."""
     ident = json.loads(Path(model_identity).read_text())
     rows = [pager_model_row(Path(d), ident, Path(oracle_dir)) for d in sorted(map(str, run_dirs))]
+    _stamp_llama(rows, llama_identity)
     table = pa.Table.from_pylist(rows, schema=PAGER_MODEL_SCHEMA)
     atomic.write_parquet(out, table)
     return table
@@ -366,10 +390,11 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
     return row
 
 
-def gather_matched_source(run_dirs, oracle_dir, model_identity, out) -> pa.Table:
+def gather_matched_source(run_dirs, oracle_dir, model_identity, out, llama_identity=None) -> pa.Table:
     """Write results/matched_source.parquet; every cell is compared with the oracle cell."""
     ident = json.loads(Path(model_identity).read_text())
     rows = [matched_source_row(Path(d), ident, Path(oracle_dir)) for d in map(str, run_dirs)]
+    _stamp_llama(rows, llama_identity)
     rows.sort(key=lambda r: r["position"])
     table = pa.Table.from_pylist(rows, schema=MATCHED_SOURCE_SCHEMA)
     atomic.write_parquet(out, table)

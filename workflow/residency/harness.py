@@ -8,8 +8,14 @@ the kernel killed, is still a recorded run (exit 0): its failure is evidence. Ba
 the engine (its exit status 2) and a cgroup that is required but cannot be made are errors
 (exit 2, one line, nothing left in DIR).
 
-Authority grades: `hard` (a limit was set in a cgroup), `instrumented` (inside a cgroup,
-no limit: the peak is the kernel's high-water mark), `unenforced` (no cgroup could be made).
+Authority grades: `hard` (a limit was set in a cgroup, read back, and swap verified off for
+the cell: cgroup.Authority), `soft` (a limit was set, but it did not read back or swap was
+not verified off: pages could leave for swap beyond it; the reason is recorded),
+`instrumented` (inside a cgroup, no limit: the peak is the kernel's high-water mark),
+`unenforced` (no cgroup could be made).
+
+Before it makes a cell's cgroup, the harness removes the ones a killed harness left behind
+(cgroup.sweep_stale) and lists them in harness.json `host.swept_cgroups`.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import atomic
-from .cgroup import Cgroup, CgroupUnavailable, locate
+from .cgroup import Cgroup, CgroupUnavailable, locate, sweep_stale
 from .identity import sha256_file
 
 SCHEMA_VERSION = 1
@@ -83,9 +89,12 @@ def run(
 
     cg = None
     reason = ""
+    swept: list[str] = []
     if cgroup_mode != "off":
         try:
-            cg = Cgroup(locate(cgroup_parent), limit_bytes)
+            loc = locate(cgroup_parent)
+            swept = sweep_stale(loc.parent)
+            cg = Cgroup(loc, limit_bytes)
         except CgroupUnavailable as exc:
             reason = str(exc)
             if cgroup_mode == "required":
@@ -109,6 +118,7 @@ def run(
             proc.returncode = os.waitstatus_to_exitcode(status)
         wall_s = time.monotonic() - t0
         counters = cg.counters() if cg is not None else None
+        authority = cg.authority_at_end() if cg is not None else None
     finally:
         if cg is not None:
             cg.remove()
@@ -129,12 +139,7 @@ def run(
     else:
         status_word = "failed"
 
-    if cg is None:
-        grade = "unenforced"
-    elif limit_bytes is None:
-        grade = "instrumented"
-    else:
-        grade = "hard"
+    grade, reason = _grade(cg, limit_bytes, authority, reason)
 
     record = {
         "schema_version": SCHEMA_VERSION,
@@ -153,12 +158,25 @@ def run(
             "reason": reason or None,
             "limit_bytes": limit_bytes,
             "cgroup": asdict(counters) if counters else None,
+            "authority": asdict(authority) if authority is not None and limit_bytes is not None else None,
+            "swept_cgroups": swept,
         },
         "stderr_tail": stderr_text.splitlines()[-5:],
         "dropped_cache": list(drop_cache or []),
     }
     atomic.write_json(out / HARNESS_FILE, record)
     return record
+
+
+def _grade(cg: Cgroup | None, limit_bytes: int | None, authority, reason: str) -> tuple[str, str]:
+    """(grade, reason) of the host authority a run had."""
+    if cg is None:
+        return "unenforced", reason
+    if limit_bytes is None:
+        return "instrumented", reason
+    if authority.hard:
+        return "hard", reason
+    return "soft", "; ".join(authority.reasons)
 
 
 def limit_from(budget_bytes: int | None, overhead_file: str | None, limit_bytes: int | None) -> tuple[int | None, dict]:

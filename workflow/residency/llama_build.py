@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from . import atomic
-from .identity import sha256_file
+from .identity import digest, sha256_file
 
 PACKAGE = "llama-cpp-python"
 VENDOR = "vendor/llama.cpp"
@@ -271,6 +271,17 @@ def identity_record(*, commit: str, source: str, sdist: dict | None, checkout: d
         "openmp": False,
         "libs_sha256": {x: sha256_file(prefix / "lib" / x) for x in STATIC_LIBS},
     }
+
+
+# What a build is (its source, how it was configured and compiled, the libraries' bytes),
+# not where it lies or how long it took.
+BUILD_FIELDS = ("commit", "source", "sdist_sha256", "checkout", "build_type", "native", "compiler", "libs_sha256")
+
+
+def build_digest(identity: dict) -> str:
+    """The llama.cpp build identity recorded with every run and in every claim's scope."""
+    args = [a for a in identity.get("cmake_args", []) if not a.startswith("-DCMAKE_INSTALL_PREFIX=")]
+    return digest({k: identity.get(k) for k in BUILD_FIELDS} | {"cmake_args": args})
 
 
 def build_from_config(*, sdist: str | None, sdist_sha256: str, sdist_version: str, commit: str,

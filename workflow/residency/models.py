@@ -10,11 +10,17 @@
 - `inventory`: every tensor with name, type, shape (ggml order, ne0 first), absolute file
   offset of its data, byte length and layer index (`blk.N.*`; None for token_embd,
   output_norm, output, ...), read with the `gguf` package's GGUFReader.
+- `reverify`: a fetched or synthesised model re-hashed against the sha256 its origin record
+  (written when it was made) says, every time the file changed since.
+- `content_digests`: `residctl inventory`'s per-chunk digests of a model or region file,
+  accepted only when their whole-file sha256 is the identity record's: the digests the runs
+  check their fills against then describe the verified bytes, never an edited file.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 import subprocess
 import sys
@@ -223,6 +229,31 @@ def user_identity(path: str | Path, sha256: str, name: str | None = None, licens
     """Verify a user-supplied GGUF and return its identity record."""
     rec = verify(path, sha256)
     return rec | {"name": name, "source": "user", "license": license}
+
+
+def reverify(path: str | Path, origin_path: str | Path) -> dict:
+    """Check a fetched or synthesised model against its origin record (size and sha256);
+    return its identity record (the origin's fields, with what was found)."""
+    origin = json.loads(Path(origin_path).read_text())
+    return origin | verify(path, origin["sha256"], origin.get("bytes"))
+
+
+def content_digests(residctl: str, file: str | Path, chunk_size: int, identity_path: str | Path,
+                    out: str | Path) -> dict:
+    """Make `residctl inventory`'s content digests of `file` and write them to `out` only if
+    the file still has the sha256 of its identity record."""
+    want = json.loads(Path(identity_path).read_text())["sha256"]
+    with atomic.atomic_path(out, suffix=".json") as tmp:
+        r = subprocess.run([residctl, "inventory", "--file", str(file), "--chunk-size", str(chunk_size),
+                            "--out", str(tmp)], capture_output=True, text=True)
+        if r.returncode != 0:
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            raise ModelError(file, f"residctl inventory failed: {lines[-1] if lines else 'exit ' + str(r.returncode)}")
+        doc = json.loads(Path(tmp).read_text())
+        if doc["sha256"] != want:
+            raise ModelError(file, f"sha256 mismatch: expected {want} got {doc['sha256']} "
+                                   f"(changed since {identity_path} was verified)")
+    return doc
 
 
 # ---------------------------------------------------------------------------- fetch

@@ -33,7 +33,10 @@ def _cmd_verify(a) -> int:
     from . import atomic, models
 
     try:
-        rec = models.user_identity(a.gguf, a.sha256, name=a.name, license=a.license)
+        if a.origin:
+            rec = models.reverify(a.gguf, a.origin)
+        else:
+            rec = models.user_identity(a.gguf, a.sha256, name=a.name, license=a.license)
     except models.ModelError as exc:
         return _fail(exc)
     if a.identity:
@@ -53,6 +56,18 @@ def _cmd_inventory(a) -> int:
     atomic.write_json(a.out, doc)
     print(f"residency model inventory: {a.gguf}: {doc['n_tensors']} tensors, {doc['n_layers']} layers -> {a.out}",
           file=sys.stderr)
+    return 0
+
+
+def _cmd_digests(a) -> int:
+    from . import models
+
+    try:
+        doc = models.content_digests(a.residctl, a.file, a.chunk_size, a.identity, a.out)
+    except models.ModelError as exc:
+        return _fail(exc)
+    print(f"residency model digests: {a.file}: {len(doc['chunks'])} chunks of {doc['chunk_size']} bytes, "
+          f"sha256 {doc['sha256']} as verified -> {a.out}", file=sys.stderr)
     return 0
 
 
@@ -95,9 +110,11 @@ def register(subparsers) -> None:
     s.add_argument("--identity", default=None, help="identity record (JSON) to write")
     s.set_defaults(func=_cmd_fetch)
 
-    s = sub.add_parser("verify", help="check a user GGUF: exists, magic, not truncated, sha256")
+    s = sub.add_parser("verify", help="check a GGUF: exists, magic, not truncated, sha256")
     s.add_argument("--gguf", required=True)
-    s.add_argument("--sha256", required=True)
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--sha256", help="the expected sha256 (a user GGUF)")
+    g.add_argument("--origin", help="the origin record of a fetched or synthesised model: its size and sha256")
     s.add_argument("--name", default=None)
     s.add_argument("--license", default=None)
     s.add_argument("--identity", default=None, help="identity record (JSON) to write when it passes")
@@ -107,6 +124,14 @@ def register(subparsers) -> None:
     s.add_argument("--gguf", required=True)
     s.add_argument("--out", required=True)
     s.set_defaults(func=_cmd_inventory)
+
+    s = sub.add_parser("digests", help="content digests of a model or region file, checked against its identity")
+    s.add_argument("--residctl", required=True, help="the engine binary (its `inventory` subcommand)")
+    s.add_argument("--file", required=True)
+    s.add_argument("--chunk-size", type=int, required=True)
+    s.add_argument("--identity", required=True, help="the identity record whose sha256 the file must have")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_cmd_digests)
 
     s = sub.add_parser("synth", help="write a synthetic llama GGUF (dense or moe) from a fixed seed")
     s.add_argument("--variant", required=True, choices=["dense", "moe"])

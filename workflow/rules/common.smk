@@ -23,15 +23,27 @@ run_dir = cells.run_dir
 model_identity = cells.model_identity
 model_inventory = cells.model_inventory
 
+# Content digests of a model or region file (residctl inventory), checked against the sha256
+# of its identity record: the rules making them have inputs engine, file and identity.
+CONTENT_DIGESTS_CMD = (
+    "residency model digests --residctl {input.engine} --file {input.file:q} --chunk-size {wildcards.chunk}"
+    " --identity {input.identity} --out {output} 2> {log}"
+)
+
 # ---- the synthetic pager study ------------------------------------------------------------
 
 PS = config["pager_synthetic"]
+# Every run rule has its campaign's config digest as a plain param: Snakemake reruns a job
+# when a param changes, but does not compare params derived from input (`lambda w, input:`),
+# which most of the flags are.
+PS_DIGEST = cells.ps_digest(config)
 REGION = cells.region(config)
 REGION_IDENTITY = cells.region_identity(config)
 RUNS = cells.RUNS
 budget_bytes = partial(cells.budget_bytes, config)
 scan_args = partial(cells.scan_args, config)
 harness_meta = partial(cells.harness_meta, config)
+PS_DIGESTS = list(filter(None, [cells.ps_content_digests(config)]))  # [] when content_check is off
 MAIN_CELLS = cells.main_cells(config)
 STRESS_CELLS = cells.stress_cells(config)
 
@@ -54,11 +66,13 @@ wildcard_constraints:
 PM = config["pager_model"]
 PM_RUNS = cells.PM_RUNS
 PM_NAME = cells.pm_name(config)
+PM_DIGEST = cells.pm_digest(config)
 pm_model = partial(cells.pm_model, config)
 pm_t_repr = cells.pm_t_repr
 pm_budget = cells.pm_budget
 generate_args = partial(cells.generate_args, config)
 pm_meta = partial(cells.pm_meta, config)
+PM_DIGESTS = list(filter(None, [cells.pm_content_digests(config)]))
 PM_CELLS = cells.pm_cells(config)
 PM_BASELINES = cells.pm_baselines(config)
 
@@ -71,6 +85,7 @@ def pm_calibration_runs(wildcards):
 
 MS_RUNS = cells.ms_runs(config)
 MS_CELLS = cells.ms_cells(config)  # in execution order: the oracle first
+MS_DIGEST = cells.ms_digest(config)
 MS_CELL_PATTERN = cells.MS_CELL_PATTERN
 ms_host_budget = partial(cells.ms_host_budget, config)
 ms_pager_budget = partial(cells.ms_pager_budget, config)

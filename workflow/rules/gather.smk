@@ -5,8 +5,9 @@ rule gather_pager_synthetic:
     input:
         runs=MAIN_CELLS + STRESS_CELLS,
         region=REGION_IDENTITY,
+        llama=LLAMA_IDENTITY,
         probe="results/probe.json",
-        code=residency_code("gather.py", "arms.py", "trace.py"),
+        code=residency_code("gather.py", "arms.py", "trace.py", "llama_build.py"),
     output:
         "results/pager_synthetic.parquet",
     params:
@@ -16,14 +17,16 @@ rule gather_pager_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency gather pager-synthetic --region-identity {input.region} --out {output} {params.dirs} 2> {log}"
+        "residency gather pager-synthetic --region-identity {input.region} --llama-identity {input.llama}"
+        " --out {output} {params.dirs} 2> {log}"
 
 
 rule gather_pager_model:
     input:
         runs=PM_CELLS + PM_BASELINES,
         identity=lambda w: pm_model()[1],
-        code=residency_code("gather.py", "arms.py", "exactness.py", "trace.py"),
+        llama=LLAMA_IDENTITY,
+        code=residency_code("gather.py", "arms.py", "exactness.py", "trace.py", "llama_build.py"),
     output:
         "results/pager_model.parquet",
     params:
@@ -35,14 +38,15 @@ rule gather_pager_model:
         CONDA_ENV
     shell:
         "residency gather pager-model --oracle {params.oracle} --model-identity {input.identity}"
-        " --out {output} {params.dirs} 2> {log}"
+        " --llama-identity {input.llama} --out {output} {params.dirs} 2> {log}"
 
 
 rule gather_matched_source:
     input:
         runs=MS_CELLS,
         identity=lambda w: pm_model()[1],
-        code=residency_code("gather.py", "arms.py", "exactness.py"),
+        llama=LLAMA_IDENTITY,
+        code=residency_code("gather.py", "arms.py", "exactness.py", "llama_build.py"),
     output:
         "results/matched_source.parquet",
     params:
@@ -54,4 +58,4 @@ rule gather_matched_source:
         CONDA_ENV
     shell:
         "residency gather matched-source --oracle {params.oracle} --model-identity {input.identity}"
-        " --out {output} {params.dirs} 2> {log}"
+        " --llama-identity {input.llama} --out {output} {params.dirs} 2> {log}"

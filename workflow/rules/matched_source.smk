@@ -10,6 +10,7 @@ rule matched_source_cell:
         engine=RESIDCTL,
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
+        digests=PM_DIGESTS,
         overhead=f"results/calibration/pager_model-{PM_NAME}.json",
         previous=ms_previous,
     output:
@@ -24,6 +25,7 @@ rule matched_source_cell:
         prompt=PM["prompt"],
         meta=lambda w, input: ms_meta(w.cell, input.inventory),
         cgroup=config["harness"]["cgroup"],
+        config_digest=MS_DIGEST,
     log:
         f"{LOGS}/matched_source/{{cell}}.log",
     resources:

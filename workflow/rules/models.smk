@@ -18,3 +18,20 @@ rule synthetic_region:
     shell:
         "{input} mkregion --out {output.region} --size {params.size} --seed {params.seed} 2> {log}"
         " && residency region-identity --region {output.region} --seed {params.seed} --out {output.identity} 2>> {log}"
+
+
+rule region_content_digests:
+    input:
+        engine=RESIDCTL,
+        file=REGION,
+        identity=REGION_IDENTITY,
+    output:
+        f"{REGION}.chunks-{{chunk}}.json",
+    wildcard_constraints:
+        chunk=r"\d+",
+    log:
+        f"{LOGS}/region-digests-{{chunk}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        CONTENT_DIGESTS_CMD

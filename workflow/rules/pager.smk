@@ -6,6 +6,7 @@ rule calibrate_overhead_run:
     input:
         engine=RESIDCTL,
         region=REGION,
+        digests=PS_DIGESTS,
     output:
         f"{RUNS}/calibrate/{{arm}}/t{{threads}}/rep{{rep}}/harness.json",
     params:
@@ -13,6 +14,7 @@ rule calibrate_overhead_run:
         scan=lambda w: scan_args(w.arm, max(PS["main"]["ratios"]), w.threads, 0, "all-threads-finished"),
         meta=lambda w: harness_meta(campaign="calibrate", arm=w.arm, threads=w.threads, rep=w.rep),
         cgroup=config["harness"]["cgroup"],
+        config_digest=PS_DIGEST,
     log:
         f"{LOGS}/pager_synthetic/calibrate/{{arm}}-t{{threads}}-rep{{rep}}.log",
     resources:
@@ -43,6 +45,7 @@ rule pager_main_cell:
     input:
         engine=RESIDCTL,
         region=REGION,
+        digests=PS_DIGESTS,
         overhead=f"results/calibration/pager_synthetic-t{PS['main']['threads']}.json",
     output:
         f"{RUNS}/main/{{arm}}/r{{r}}/rep{{rep}}/harness.json",
@@ -54,6 +57,7 @@ rule pager_main_cell:
                                     threads=PS["main"]["threads"], compute_us=PS["main"]["compute_us"],
                                     signal=PS["main"]["signal"]),
         cgroup=config["harness"]["cgroup"],
+        config_digest=PS_DIGEST,
     log:
         f"{LOGS}/pager_synthetic/main/{{arm}}-r{{r}}-rep{{rep}}.log",
     resources:
@@ -71,6 +75,7 @@ rule pager_stress_cell:
     input:
         engine=RESIDCTL,
         region=REGION,
+        digests=PS_DIGESTS,
         overhead="results/calibration/pager_synthetic-t{threads}.json",
     output:
         f"{RUNS}/stress/{{arm}}/{{signal}}/t{{threads}}-c{{compute}}/rep{{rep}}/harness.json",
@@ -81,6 +86,7 @@ rule pager_stress_cell:
         meta=lambda w: harness_meta(campaign="stress", arm=w.arm, r=ratio_str(PS["stress"]["ratio"]),
                                     rep=w.rep, threads=w.threads, compute_us=w.compute, signal=w.signal),
         cgroup=config["harness"]["cgroup"],
+        config_digest=PS_DIGEST,
     log:
         f"{LOGS}/pager_synthetic/stress/{{arm}}-{{signal}}-t{{threads}}-c{{compute}}-rep{{rep}}.log",
     resources:

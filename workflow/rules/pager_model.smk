@@ -8,6 +8,7 @@ rule pager_model_calibrate_run:
         engine=RESIDCTL,
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
+        digests=PM_DIGESTS,
     output:
         f"{PM_RUNS}/{PM_NAME}/calibrate/{{arm}}/rep{{rep}}/harness.json",
     params:
@@ -17,6 +18,7 @@ rule pager_model_calibrate_run:
         prompt=PM["prompt"],
         meta=lambda w: pm_meta(campaign="calibrate", arm=w.arm, rep=w.rep),
         cgroup=config["harness"]["cgroup"],
+        config_digest=PM_DIGEST,
     log:
         f"{LOGS}/pager_model/calibrate-{{arm}}-rep{{rep}}.log",
     resources:
@@ -48,6 +50,7 @@ rule pager_model_cell:
         engine=RESIDCTL,
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
+        digests=PM_DIGESTS,
         overhead=f"results/calibration/pager_model-{PM_NAME}.json",
     output:
         f"{PM_RUNS}/{PM_NAME}/{{arm}}/r{{r}}/rep{{rep}}/harness.json",
@@ -59,6 +62,7 @@ rule pager_model_cell:
         meta=lambda w, input: pm_meta(campaign="main", arm=w.arm, r=w.r, rep=w.rep,
                                       t_repr_bytes=pm_t_repr(input.inventory)),
         cgroup=config["harness"]["cgroup"],
+        config_digest=PM_DIGEST,
     log:
         f"{LOGS}/pager_model/{{arm}}-r{{r}}-rep{{rep}}.log",
     resources:
@@ -76,6 +80,7 @@ rule pager_model_baseline:
         engine=RESIDCTL,
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
+        digests=PM_DIGESTS,
     output:
         f"{PM_RUNS}/{PM_NAME}/baseline/rep{{rep}}/harness.json",
     params:
@@ -85,6 +90,7 @@ rule pager_model_baseline:
         meta=lambda w, input: pm_meta(campaign="baseline", arm="kernel-mmap", rep=w.rep,
                                       t_repr_bytes=pm_t_repr(input.inventory)),
         cgroup=config["harness"]["cgroup"],
+        config_digest=PM_DIGEST,
     log:
         f"{LOGS}/pager_model/baseline-rep{{rep}}.log",
     resources:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..arms import KERNEL_MMAP
 from . import c2, c8, p1, p2, p4, p5, p6, p7, p8, p9, p10, p11, record
 
 REGISTRY = {m.ID: m for m in (p1, p2, p4, p5, p6, p7, p8, p9, p10, p11, c2, c8)}
@@ -36,7 +37,8 @@ def load_frames(mod, root: Path) -> dict[str, pd.DataFrame]:
 
 
 def scope_of(frames: dict[str, pd.DataFrame], root: Path) -> dict:
-    """Identities the values were measured under: machine, model/region, engine, config."""
+    """Identities the values were measured under: machine, model/region, engine and the
+    llama.cpp build it links, config, and whether the runs' fills were content-checked."""
     def uniq(col):
         vals = sorted({v for f in frames.values() if col in f for v in f[col].dropna().unique()})
         return vals[0] if len(vals) == 1 else (vals or None)
@@ -55,9 +57,23 @@ def scope_of(frames: dict[str, pd.DataFrame], root: Path) -> dict:
         "model": uniq("model") or ("synthetic cyclic-scan region" if any("region_sha256" in f for f in frames.values())
                                    else None),
         "model_sha256": uniq("model_sha256") or uniq("region_sha256"),
+        "model_bytes": uniq("model_bytes") or uniq("region_bytes"),
         "engine_sha256": uniq("engine_sha256"),
+        "llama": {"commit": uniq("llama_commit"), "build_sha256": uniq("llama_build_sha256")},
         "config_digest": uniq("config_digest"),
+        "content_checks": content_checks_of(frames),
     }
+
+
+def content_checks_of(frames: dict[str, pd.DataFrame]) -> dict | None:
+    """How many of the claim's pager runs had their fills checked against the content
+    digests (arm A fills nothing; None when the inputs carry no per-run counts)."""
+    runs = [f for f in frames.values() if "content_checks" in f and "arm" in f]
+    if not runs:
+        return None
+    df = pd.concat([f.loc[f["arm"] != KERNEL_MMAP, ["content_checks", "content_mismatches"]] for f in runs])
+    return {"pager_runs": int(len(df)), "checked": int((df["content_checks"].fillna(0) > 0).sum()),
+            "mismatches": int(df["content_mismatches"].fillna(0).sum())}
 
 
 def compute(claim_id: str, root: Path, settings: dict) -> dict:
