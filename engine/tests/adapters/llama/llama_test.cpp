@@ -280,45 +280,92 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
   ids->data = ids_v;
   ggml_tensor* embd = ggml_get_rows(ctx, emb, ids);
   ggml_set_name(embd, "embd");
-  EXPECT_FALSE(ask(embd));
+  // One pass of the graph: each node with whether the pass wants it (a discovery pass wants
+  // every node, a later one only the learned boundaries). `layer1_q` is the weight the
+  // layer-1 Qcur node reads (its own, or layer 0's: a foreign read).
+  struct Step {
+    ggml_tensor* t;
+    bool want;
+  };
+  auto graph = [&](bool discovery, ggml_tensor* layer1_q) {
+    return std::vector<Step>{
+        {embd, discovery},
+        {node("norm-0"), true},  // learned: the node before layer 0's first weight read
+        {node("attn_norm-0", nullptr, weight(1)), discovery},
+        {node("Qcur-0", weight(2)), discovery},
+        {node("cache_v_l0 (view)", kv), discovery},  // not a weight read
+        {node("norm-0"), discovery},                 // the second RMS_NORM of layer 0
+        {node("norm-1"), true},
+        {node("attn_norm-1", nullptr, weight(3)), discovery},
+        {sel, true},
+        {node("Qcur-1", layer1_q), discovery},
+        {node("norm"), true},
+        {node("result_norm", nullptr, weight(5)), discovery},
+        {node("result_output", weight(6)), discovery},
+    };
+  };
+  auto run = [&](const std::vector<Step>& steps) {
+    for (const Step& s : steps) {
+      EXPECT_EQ(ask(s.t), s.want) << s.t->name;
+      if (s.want) done(s.t);
+    }
+    obs.end_pass();
+    EXPECT_EQ(obs.current(), -1);
+  };
+  const std::vector<std::string> entered = {"pass", "enter 1", "enter 2", "routes 1: 3 1 0 2", "enter 3"};
+
+  // Pass 1 discovers: every node is wanted; each object is entered at its first weight read.
+  run(graph(true, weight(4)));
   ASSERT_TRUE(rec.embd_rows.has_value());
   EXPECT_EQ(*rec.embd_rows, (std::vector<uint32_t>{1, 2}));
-  EXPECT_EQ(obs.stats().embd_rows_read, 1u);
-  ggml_tensor* n0 = node("norm-0");
-  EXPECT_TRUE(ask(n0));
-  done(n0);
-  EXPECT_FALSE(ask(node("attn_norm-0", nullptr, weight(1))));
-  EXPECT_FALSE(ask(node("Qcur-0", weight(2))));
-  EXPECT_FALSE(ask(node("cache_v_l0 (view)", kv)));   // not a weight read
-  EXPECT_FALSE(ask(node("norm-0")));                  // the second RMS_NORM of layer 0
-  ggml_tensor* n1 = node("norm-1");
-  EXPECT_TRUE(ask(n1));
-  done(n1);
-  EXPECT_FALSE(ask(node("attn_norm-1", nullptr, weight(3))));
-  EXPECT_TRUE(ask(sel));
-  done(sel);
+  EXPECT_EQ(rec.events, entered);
+  EXPECT_EQ(obs.stats().discovery_passes, 1u);
   EXPECT_EQ(obs.stats().foreign_reads, 0u);
-  EXPECT_FALSE(ask(node("Qcur-1", weight(2))));  // layer 0's weight while layer.1 is current
+  const auto plan = obs.plans_json();
+  ASSERT_EQ(plan["shapes"].size(), 1u);
+  EXPECT_EQ(plan["shapes"][0]["tokens"], 3);
+  const auto& bs = plan["shapes"][0]["boundaries"];
+  ASSERT_EQ(bs.size(), 3u);
+  EXPECT_EQ(bs[0]["node"], "norm-0");
+  EXPECT_EQ(bs[0]["occurrence"], 1);
+  EXPECT_EQ(bs[2]["node"], "norm");
+  EXPECT_EQ(bs[2]["object"], m.objects[3].name);
+
+  // Pass 2 (same shape) wants only the boundaries, and enters each at its ask=false call;
+  // a read of layer 0's weight while layer 1 is current is a foreign read.
+  rec.events.clear();
+  run(graph(false, weight(2)));
+  EXPECT_EQ(rec.events, entered);
+  EXPECT_EQ(obs.stats().discovery_passes, 1u);
   EXPECT_EQ(obs.stats().foreign_reads, 1u);
   EXPECT_NE(obs.stats().first_violation.find("blk.0.attn_q.weight"), std::string::npos) << obs.stats().first_violation;
-  ggml_tensor* nn = node("norm");
-  EXPECT_TRUE(ask(nn));
-  done(nn);
-  EXPECT_FALSE(ask(node("result_norm", nullptr, weight(5))));
-  EXPECT_FALSE(ask(node("result_output", weight(6))));
-  obs.end_pass();
-  EXPECT_EQ(obs.current(), -1);
-  EXPECT_EQ(rec.events, (std::vector<std::string>{"pass", "enter 1", "enter 2", "routes 1: 3 1 0 2", "enter 3"}));
+
+  // A pass whose embd node cannot be read (no ids): the whole object, counted, and a new
+  // graph shape, so discovered again.
   rec.events.clear();
-  // A pass whose embd node cannot be read (no ids): the whole object, and counted.
-  EXPECT_FALSE(ask(node("embd", weight(0))));
+  EXPECT_TRUE(ask(node("embd", weight(0))));
   EXPECT_FALSE(rec.embd_rows.has_value());
   obs.end_pass();
   const auto& st = obs.stats();
+  EXPECT_EQ(st.embd_rows_read, 2u);
   EXPECT_EQ(st.embd_rows_unread, 1u);
-  EXPECT_EQ(st.weight_reads, 8u);
+  EXPECT_EQ(st.discovery_passes, 2u);
+  EXPECT_EQ(st.weight_reads, 2u * 7u + 1u);
   EXPECT_EQ(st.outside_reads, 0u);
-  EXPECT_EQ(st.boundaries, 5u);
+  EXPECT_EQ(st.boundaries, 2u * 4u + 1u);
+
+  // A plan learned by one run is reused by another (no discovery); one naming an object the
+  // model lacks is refused.
+  Recorder rec2;
+  EvalObserver obs2(m, rec2);
+  obs2.set_mapping(reinterpret_cast<uintptr_t>(mapping.data()), mapping.size());
+  obs2.load_plans(plan);
+  EXPECT_FALSE(EvalObserver::callback(embd, true, &obs2));
+  EXPECT_EQ(obs2.stats().discovery_passes, 0u);
+  auto bad = plan;
+  bad["shapes"][0]["boundaries"][0]["object"] = "blk.99";
+  EvalObserver obs3(m, rec2);
+  EXPECT_THROW(obs3.load_plans(bad), InputError);
   ggml_backend_buffer_free(kvbuf);
   ggml_backend_buffer_free(wbuf);
   ggml_free(ctx);
