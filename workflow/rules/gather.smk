@@ -6,7 +6,7 @@ rule gather_pager_synthetic:
         runs=MAIN_CELLS + STRESS_CELLS,
         region=REGION_IDENTITY,
         probe="results/probe.json",
-        code=residency_code("gather.py", "arms.py", "trace.py"),
+        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "trace.py"),
     output:
         "results/pager_synthetic.parquet",
     params:
@@ -23,7 +23,7 @@ rule gather_pager_model:
     input:
         runs=PM_CELLS + PM_BASELINES,
         identity=lambda w: pm_model()[1],
-        code=residency_code("gather.py", "arms.py", "exactness.py", "trace.py"),
+        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "exactness.py", "trace.py"),
     output:
         "results/pager_model.parquet",
     params:
@@ -42,7 +42,7 @@ rule gather_matched_source:
     input:
         runs=MS_CELLS,
         identity=lambda w: pm_model()[1],
-        code=residency_code("gather.py", "arms.py", "exactness.py"),
+        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "exactness.py"),
     output:
         "results/matched_source.parquet",
     params:
