@@ -14,9 +14,11 @@ committed = pytest.mark.skipif(not LEDGER.exists(), reason="no claims/ledger.jso
 
 @committed
 def test_the_ledger_lists_every_claim_and_every_digest_matches():
-    assert verify.ledger_problems(ROOT) == []
+    problems = verify.ledger_problems(ROOT)
+    assert not problems, "the committed claims/ tree is not one consistent run:\n" + "\n".join(problems)
 
 
 @committed
 def test_the_readme_measured_section_is_generated_from_the_records():
-    assert summary.check(ROOT / "README.md", ROOT) is None
+    problem = summary.check(ROOT / "README.md", ROOT)
+    assert problem is None, problem

@@ -99,7 +99,8 @@ def _deep(doc: dict, root: Path, checker) -> list[str]:
 
 def ledger_problems(root: Path) -> list[str]:
     """The ledger itself: it exists, lists every claim of the registry once and nothing
-    else, each digest matches its record, each count matches the history."""
+    else, each digest matches its record, each record is in its history, each count
+    matches the history."""
     root = Path(root).resolve()
     path = root / claims.LEDGER_FILE
     if not path.exists():
@@ -114,7 +115,7 @@ def ledger_problems(root: Path) -> list[str]:
         if not rec.exists():
             problems.append(f"{claims.LEDGER_FILE} lists {e['id']}, but claims/{e['id']}.json is missing")
             continue
-        problems += _ledger_entry(e["id"], root) + _tally(e, rec)
+        problems += _ledger_entry(e["id"], root) + _history(e["id"], root) + _tally(e, rec)
     return problems
 
 
