@@ -1,5 +1,7 @@
 """Small fake run directories, shaped like the engine's (docs/run-contract.md), for tests
-of gather, analysis and claims that must not depend on the engine or the kernel."""
+of gather, analysis and claims that must not depend on the engine or the kernel. Each ends
+with manifest.json, as the harness leaves it; a test that edits a run afterwards calls
+`seal` again, as a harness would (or leaves it unsealed to test that it is caught)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import json
 import struct
 from collections import OrderedDict
 from pathlib import Path
+
+from residency import manifest
 
 HEADER = struct.Struct("<8sIIQQ")
 RECORD = struct.Struct("<IIBBHI")
@@ -53,7 +57,7 @@ def write_trace(path: Path, chunk_size: int, chunks: int, records) -> None:
 
 def make_run(root: Path, campaign: str, arm: str, r: float, rep: int, *, chunks=16, chunk_size=65536,
              passes=3, threads=1, compute_us=0, signal="all-threads-finished", status="ok",
-             physical_fraction=1.0, extra_miss_steps=(), capacity=None) -> Path:
+             physical_fraction=1.0, extra_miss_steps=(), capacity=None, sealed=True) -> Path:
     d = root / campaign / arm / f"r{r:g}" / f"t{threads}-c{compute_us}-{signal}" / f"rep{rep}"
     d.mkdir(parents=True)
     region_bytes = chunks * chunk_size
@@ -95,7 +99,7 @@ def make_run(root: Path, campaign: str, arm: str, r: float, rep: int, *, chunks=
         "stderr_tail": [],
     }
     (d / "harness.json").write_text(json.dumps(harness))
-    return d
+    return seal(d) if sealed else d
 
 
 def region_identity(root: Path) -> Path:
@@ -117,7 +121,7 @@ def simulate_steps(policy: str, capacity: int, passes: int):
 
 def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: int, *, tokens=4, n_vocab=16,
                    tps=10.0, logits_seed=0, flip=None, status="ok", chunk_size=1 << 20, capacity=None,
-                   bytes_per_miss=None, interposed=True):
+                   bytes_per_miss=None, interposed=True, sealed=True):
     import numpy as np
 
     d = root / campaign / arm / (f"r{r:g}" if r is not None else "none") / f"rep{rep}"
@@ -180,4 +184,27 @@ def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: in
         "stderr_tail": [], "dropped_cache": ["m.gguf"],
     }
     (d / "harness.json").write_text(json.dumps(harness))
+    return seal(d) if sealed else d
+
+
+def seal(d: Path) -> Path:
+    """Write the run directory's manifest.json over its files, last, as the harness does."""
+    manifest.write(d)
     return d
+
+
+# ---- tampering, for the tests that must catch it -----------------------------------------
+
+def set_counter(run_dir, name: str, value) -> None:
+    """Change one engine counter in run_dir/run.json (the manifest is left as it was)."""
+    p = Path(run_dir) / "run.json"
+    doc = json.loads(p.read_text())
+    doc["counters"][name] = value
+    p.write_text(json.dumps(doc))
+
+
+def flip_byte(path: Path, offset: int = 9) -> None:
+    """Flip the lowest bit of one byte: same size, other content."""
+    raw = bytearray(Path(path).read_bytes())
+    raw[offset] ^= 1
+    Path(path).write_bytes(bytes(raw))

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 
 from residency import analysis, gather
 
-from fixtures import make_run, region_identity
+from fixtures import make_run, region_identity, seal
 
 
 def campaign(tmp_path, extra_miss_steps=()):
@@ -70,6 +70,7 @@ def test_rows_carry_the_llama_build_and_the_content_checks(tmp_path):
         run = json.loads((d / "run.json").read_text())
         run["counters"].update(content_checks=10 + i, content_check_ns=1000 * i, content_mismatches=0)
         (d / "run.json").write_text(json.dumps(run))
+        seal(d)  # the run as the engine would have recorded it
     ident = {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "source": "pypi-sdist", "sdist_sha256": "a" * 64,
              "checkout": None, "build_type": "Release", "native": True, "compiler": "c++ 12",
              "libs_sha256": {"libllama.a": "b" * 64}, "build_seconds": 70.1,

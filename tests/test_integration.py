@@ -130,3 +130,40 @@ def test_rerun_is_a_no_op(campaign):
                         "-n", "--cores", "1", "figures"], capture_output=True, text=True, env=env)
     assert p.returncode == 0
     assert "Nothing to be done" in p.stdout + p.stderr
+
+
+def _residency(work, env, *args):
+    return subprocess.run([sys.executable, "-m", "residency.cli", *args], cwd=work, capture_output=True,
+                          text=True, env=env)
+
+
+def test_verify_all_deep_passes_on_the_campaign(campaign):
+    work, env = campaign
+    p = _residency(work, env, "verify", "--all", "--deep")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ledger = json.loads((work / "claims" / "ledger.json").read_text())
+    assert all(e["in_history"] and e["computed_on_scope"] >= 1 for e in ledger["claims"]), ledger
+    runs = pd.read_parquet(work / "results" / "pager_model.parquet")
+    assert runs["manifest_sha256"].str.len().eq(64).all()
+    for d in runs["run_dir"]:
+        listed = json.loads((work / d / "manifest.json").read_text())["files"]
+        assert {"run.json", "harness.json", "residctl.stderr", "logits.f32"} <= {f["name"] for f in listed}, d
+
+
+def test_a_changed_counter_fails_deep_verify_naming_the_run(campaign):
+    work, env = campaign
+    run_dir = pd.read_parquet(work / "results" / "pager_model.parquet").query("arm == 'pager-declared'")["run_dir"].iloc[0]
+    path = work / run_dir / "run.json"
+    original = path.read_bytes()
+    try:
+        doc = json.loads(original)
+        doc["counters"]["physical_bytes_read"] += 4096
+        path.write_text(json.dumps(doc, indent=2))
+        p = _residency(work, env, "verify", "--claim", "P2", "--deep")
+        assert p.returncode == 1, p.stdout
+        lines = p.stdout.splitlines()
+        assert lines[0] == "residency verify P2: FAILED (1 problems)", p.stdout
+        assert len(lines) == 2 and lines[1].startswith(f"  - {run_dir}/run.json: "), p.stdout
+    finally:
+        path.write_bytes(original)
+    assert _residency(work, env, "verify", "--claim", "P2", "--deep").returncode == 0

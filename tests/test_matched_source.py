@@ -9,7 +9,7 @@ import pytest
 from residency import arms, claims, figures, gather, tables, verify
 from residency.pairs import matched_pairs, pair_records
 
-from fixtures import make_model_run
+from fixtures import make_model_run, seal
 
 SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99, "p7_max_d_over_opt": 1.13,
             "p8_whole_model_min_fraction": 0.9, "p9_flat_max_ratio": 1.25, "p9_rise_min_ratio": 1.25,
@@ -43,7 +43,7 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
     h["host"]["grade"] = "hard" if limit else "instrumented"
     h["host"]["cgroup"].update(peak_bytes=peak, limit_events=0, pressure_events=events)
     (d / "harness.json").write_text(json.dumps(h))
-    return d
+    return seal(d)
 
 
 def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0, f_cache=None):

@@ -18,8 +18,9 @@ import pandas as pd
 import pyarrow as pa
 
 from .arms import KERNEL_MMAP
-from . import atomic, belady
+from . import atomic, belady, lineage
 from . import trace as trace_mod
+from .identity import sha256_file
 
 CELL_KEYS = ["campaign", "arm", "r", "threads", "compute_us", "signal"]
 # carried through for claim scopes
@@ -39,6 +40,7 @@ OPT_SCHEMA = pa.schema([
     ("d_over_opt", pa.float64()),             # misses / opt_misses
     ("trace_sha256", pa.string()),
     ("run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),         # the run's manifest digest, as gathered
 ] + [(c, pa.string()) for c in IDENTITY])
 
 DETERMINISM_SCHEMA = pa.schema([
@@ -82,7 +84,7 @@ def opt_table(runs: pd.DataFrame, keys=("threads", "compute_us", "signal"), cycl
                 closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))
         rows.append({
             **{k: row[k] for k in ["campaign", "arm", "arm_letter", "r", "rep", *keys, "status", "accesses",
-                                   "misses", "trace_sha256", "run_dir", *identity]},
+                                   "misses", "trace_sha256", "run_dir", "manifest_sha256", *identity]},
             "capacity_chunks": cap, "nominal_capacity_chunks": nominal,
             "opt_misses": opt, "opt_misses_nominal": opt_nom, "opt_closed_form": closed,
             "opt_miss_rate": (opt / row["accesses"]) if opt is not None and row["accesses"] else None,
@@ -137,15 +139,22 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DETERMINISM_SCHEMA.names)
 
 
-def _write(df: pd.DataFrame, schema: pa.Schema, out: str | os.PathLike) -> None:
-    atomic.write_parquet(out, pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False))
+def _write(df: pd.DataFrame, schema: pa.Schema, out: str | os.PathLike, lin: dict) -> None:
+    """Write `df` with its lineage: the study, which output, and the source table's digest."""
+    table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
+    atomic.write_parquet(out, lineage.attach(table, {"kind": "analysis", **lin}))
+
+
+def _source(runs_parquet: str | os.PathLike) -> dict:
+    return {"path": str(runs_parquet), "sha256": sha256_file(runs_parquet)}
 
 
 def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.PathLike,
                             determinism_out: str | os.PathLike) -> None:
     runs = pd.read_parquet(runs_parquet)
-    _write(opt_table(runs), OPT_SCHEMA, opt_out)
-    _write(determinism_table(runs), DETERMINISM_SCHEMA, determinism_out)
+    lin = {"study": "pager-synthetic", "source": _source(runs_parquet)}
+    _write(opt_table(runs), OPT_SCHEMA, opt_out, {**lin, "output": "opt"})
+    _write(determinism_table(runs), DETERMINISM_SCHEMA, determinism_out, {**lin, "output": "determinism"})
 
 
 MODEL_IDENTITY = ["engine_sha256", "model", "model_sha256", "config_digest", "llama_commit", "llama_build_sha256"]
@@ -163,4 +172,16 @@ def analyse_pager_model(runs_parquet: str | os.PathLike, opt_out: str | os.PathL
     runs = pd.read_parquet(runs_parquet)
     runs = runs[runs["campaign"] == "main"]
     df = opt_table(runs, keys=("valid",), cyclic=False, identity=MODEL_IDENTITY, step_held=True)
-    _write(df[MODEL_OPT_SCHEMA.names], MODEL_OPT_SCHEMA, opt_out)
+    _write(df[MODEL_OPT_SCHEMA.names], MODEL_OPT_SCHEMA, opt_out,
+           {"study": "pager-model", "source": _source(runs_parquet), "output": "opt"})
+
+
+def remake(lin: dict, out_dir: Path) -> Path:
+    """Run the analysis an analysis lineage names again, from its source table as it is
+    now, into `out_dir`; return the path of the output the lineage describes."""
+    src = lin["source"]["path"]
+    if lin["study"] == "pager-synthetic":
+        analyse_pager_synthetic(src, out_dir / "opt.parquet", out_dir / "determinism.parquet")
+    else:
+        analyse_pager_model(src, out_dir / "opt.parquet")
+    return out_dir / f"{lin['output']}.parquet"

@@ -100,20 +100,32 @@ def _cmd_table(a) -> int:
 
 
 def _cmd_claim(a) -> int:
-    from . import claims
+    from . import claims, history
 
-    settings = json.loads(a.settings) if a.settings else _settings_from_config(a.config)
-    doc = claims.make(a.claim_id, Path(a.root), settings, Path(a.out) if a.out else None)
+    settings = json.loads(a.settings) if a.settings else _config(a.config)["claims"]
+    protocol = json.loads(a.protocol) if a.protocol else _protocol_from_config(a.config, a.claim_id)
+    out = Path(a.out) if a.out else Path(a.root) / "claims" / f"{a.claim_id}.json"
+    doc = claims.make(a.claim_id, Path(a.root), settings, out, protocol)
     print(f"residency claim {a.claim_id}: {doc['verdict']}: {doc['headline']}", file=sys.stderr)
     for r in doc["reasons"]:
         print(f"  - {r}", file=sys.stderr)
+    seen = history.tally(history.read(history.path_for(out, a.claim_id)), history.scope_digest(doc))
+    if seen["computed_on_scope"] > 1:
+        print(f"  computed {seen['computed_on_scope']} times on this scope; verdicts seen: "
+              f"{seen['verdicts_on_scope']} (claims/history/{a.claim_id}.jsonl)", file=sys.stderr)
     return 0
 
 
-def _settings_from_config(path: str) -> dict:
+def _config(path: str) -> dict:
     from . import config
 
-    return config.load(path)["claims"]
+    return config.load(path)
+
+
+def _protocol_from_config(path: str, claim_id: str) -> dict:
+    from . import claims, protocol
+
+    return protocol.of(_config(path), claims.input_paths(claim_id))
 
 
 def _cmd_ledger(a) -> int:
@@ -121,15 +133,20 @@ def _cmd_ledger(a) -> int:
 
     led = claims.ledger([Path(p) for p in a.records], Path(a.out))
     for e in led["claims"]:
-        print(f"{e['id']}: {e['verdict']}", file=sys.stderr)
+        print(f"{e['id']}: {e['verdict']} (computed {e['computed_on_scope']} times on this scope: "
+              f"{e['verdicts_on_scope']})", file=sys.stderr)
     return 0
 
 
 def _cmd_verify(a) -> int:
     from . import verify
 
-    problems = verify.verify(a.claim, Path(a.root))
-    return _report("verify", a.claim, problems, Path(a.root))
+    root = Path(a.root)
+    if a.all:
+        found = verify.verify_all(root, deep=a.deep)
+        codes = [_report("verify", cid, problems, root) for cid, problems in found.items()]
+        return max(codes)
+    return _report("verify", a.claim, verify.verify(a.claim, root, deep=a.deep), root)
 
 
 def _cmd_replay(a) -> int:
@@ -140,13 +157,40 @@ def _cmd_replay(a) -> int:
 
 
 def _report(what: str, claim: str, problems: list[str], root: Path) -> int:
-    doc = json.loads((root / "claims" / f"{claim}.json").read_text())
+    from . import verify
+
     if problems:
         print(f"residency {what} {claim}: FAILED ({len(problems)} problems)")
         for p in problems:
             print(f"  - {p}")
         return 1
+    if claim == verify.LEDGER:
+        print(f"residency {what} ledger: OK; every claim listed, every digest and count matches")
+        return 0
+    doc = json.loads((root / "claims" / f"{claim}.json").read_text())
     print(f"residency {what} {claim}: OK; verdict {doc['verdict']}: {doc['headline']}")
+    return 0
+
+
+def _cmd_summary(a) -> int:
+    from . import atomic, summary
+
+    root = Path(a.root)
+    if a.check:
+        problem = summary.check(Path(a.check), root)
+        if problem:
+            print(f"residency summary: {problem}", file=sys.stderr)
+            return 1
+        print(f"residency summary: {a.check} is up to date with the claim records", file=sys.stderr)
+        return 0
+    if a.update:
+        summary.update(Path(a.update), root)
+        return 0
+    text = summary.render(root)
+    if a.out:
+        atomic.write_text(a.out, text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -224,6 +268,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None)
     s.add_argument("--config", default="config/config.yaml", help="settings come from its 'claims' section")
     s.add_argument("--settings", default=None, help="the settings as JSON (instead of --config)")
+    s.add_argument("--protocol", default=None,
+                   help="the campaign design as JSON (protocol.py; instead of --config)")
     s.set_defaults(func=_cmd_claim)
 
     s = sub.add_parser("ledger", help="write claims/ledger.json from claim records")
@@ -231,12 +277,28 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("records", nargs="+")
     s.set_defaults(func=_cmd_ledger)
 
-    for name, fn, helptext in (("verify", _cmd_verify, "check a claim record's input digests and assertions"),
-                               ("replay", _cmd_replay, "recompute a claim's values from its inputs")):
-        s = sub.add_parser(name, help=helptext)
-        s.add_argument("--claim", required=True)
-        s.add_argument("--root", default=".")
-        s.set_defaults(func=fn)
+    s = sub.add_parser("verify", help="check claim records: input digests, assertions, history, ledger")
+    which = s.add_mutually_exclusive_group(required=True)
+    which.add_argument("--claim", help="one claim")
+    which.add_argument("--all", action="store_true", help="every claim of the registry and the ledger itself")
+    s.add_argument("--deep", action="store_true",
+                   help="also re-check every run manifest, gather and analyse again, and replay")
+    s.add_argument("--root", default=".")
+    s.set_defaults(func=_cmd_verify)
+
+    s = sub.add_parser("replay", help="recompute a claim's values from its inputs")
+    s.add_argument("--claim", required=True)
+    s.add_argument("--root", default=".")
+    s.set_defaults(func=_cmd_replay)
+
+    s = sub.add_parser("summary", help="the README's measured section from the claim records (Markdown)")
+    s.add_argument("--root", default=".")
+    out = s.add_mutually_exclusive_group()
+    out.add_argument("--out", default=None, help="write it to this file (default: standard output)")
+    out.add_argument("--check", metavar="README", default=None,
+                     help="exit 1 when README's generated section differs from the records")
+    out.add_argument("--update", metavar="README", default=None, help="rewrite README's generated section")
+    s.set_defaults(func=_cmd_summary)
 
     from . import models_cli
 
@@ -246,13 +308,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
+    from .history import HistoryError
+    from .manifest import ManifestError
+    from .summary import SummaryError
 
     args = parser().parse_args(argv)
     if getattr(args, "cmd", None) and args.cmd[:1] == ["--"]:
         args.cmd = args.cmd[1:]
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, FileNotFoundError, ManifestError, HistoryError, SummaryError) as exc:
         print(f"residency: error: {exc}", file=sys.stderr)
         return 2
 

@@ -4,6 +4,15 @@ A row joins what the engine counted (`run.json`), what the kernel said about the
 cgroup (`harness.json`), the trace digest, and the identities (engine sha256, region or
 model sha256, config digest), so any number in a figure leads back here, then to the run
 directory (`run_dir`), then to the engine counter of the same name.
+
+Every row carries the sha256 of its run's `manifest.json` (`manifest_sha256`), and gather
+checks every file of the run against that manifest first: a run changed after it was
+recorded stops the gather with one line naming the file. A run directory without a
+manifest is incomplete (the harness never finished recording it): it is gathered with
+status `incomplete`, `manifest_sha256` null and the reason in `error`, so no claim counts
+it as a run that completed. Each table records how it was made (its lineage: the study,
+the run directories, the identity and oracle) so `residency verify --deep` can gather it
+again and compare.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import atomic
+from . import atomic, lineage, manifest
 from .arms import PAGER_LETTER as ARM_LETTER
 from .identity import sha256_file
 
@@ -72,6 +81,7 @@ HOST_COLUMNS = [
     ("engine_sha256", pa.string()),
     ("config_digest", pa.string()),
     ("run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),     # sha256 of run_dir/manifest.json (null: incomplete run)
 ]
 # What the run was made with beyond its config, and what its fills were checked against.
 PROVENANCE_COLUMNS = [
@@ -142,11 +152,41 @@ def _int(v):
     return None if v is None else int(v)
 
 
+def _manifest(run_dir: Path) -> tuple[str | None, dict | None]:
+    """(manifest sha256, entries) after checking the run's files; (None, None) if incomplete."""
+    try:
+        return manifest.verified(run_dir)
+    except manifest.ManifestMissing:
+        return None, None
+
+
+def _file_sha256(run_dir: Path, listed: dict | None, name: str) -> str | None:
+    """A file's sha256: from the checked manifest, else hashed here; None if absent."""
+    if listed is not None:
+        return (listed.get(name) or {}).get("sha256")
+    return sha256_file(run_dir / name) if (run_dir / name).exists() else None
+
+
+def _status(harness: dict, run: dict, manifest_sha: str | None) -> tuple[str, str | None]:
+    """(status, error) of a run: the engine's word where it finished, else the harness's."""
+    status = run.get("status") if harness["status"] in ("ok", "failed") and run else harness["status"]
+    error = run.get("error")
+    if not run:
+        error = error or f"no run.json: {harness['status']}; stderr: {' | '.join(harness.get('stderr_tail', []))}"
+    engine_manifest = harness.get("engine_manifest", "ok")
+    if engine_manifest.startswith("mismatch"):
+        status, error = "failed", f"the run directory changed before the harness recorded it: {engine_manifest}"
+    if manifest_sha is None:
+        status, error = "incomplete", f"no manifest.json: the run directory is incomplete; {error or status}"
+    return status, error
+
+
 def _common(run_dir: Path) -> tuple[dict, dict, dict]:
     """(row of RUN_COLUMNS + HOST_COLUMNS, run.json, harness meta) of a run directory."""
     harness = _load(run_dir / "harness.json")
     if harness is None:
         raise FileNotFoundError(f"{run_dir}: no harness.json (the run was never recorded)")
+    manifest_sha, listed = _manifest(run_dir)
     meta = harness["meta"]
     run = _load(run_dir / "run.json") or {}
     counters = run.get("counters", {})
@@ -155,11 +195,7 @@ def _common(run_dir: Path) -> tuple[dict, dict, dict]:
     budget = run.get("budget", {})
     host = harness["host"]
     cg = host.get("cgroup") or {}
-    trace_path = run_dir / "trace.bin"
-    status = run.get("status") if harness["status"] in ("ok", "failed") and run else harness["status"]
-    error = run.get("error")
-    if not run:
-        error = error or f"no run.json: {harness['status']}; stderr: {' | '.join(harness.get('stderr_tail', []))}"
+    status, error = _status(harness, run, manifest_sha)
     accesses, misses = counters.get("accesses"), counters.get("misses")
     row = {
         "campaign": meta.get("campaign"),
@@ -184,7 +220,7 @@ def _common(run_dir: Path) -> tuple[dict, dict, dict]:
         "fill_p50_ns": _int(lat.get("fill_p50")),
         "wall_ns": _int(run.get("wall_ns")),
         "trace_records": _int(run.get("trace", {}).get("records")),
-        "trace_sha256": sha256_file(trace_path) if trace_path.exists() else None,
+        "trace_sha256": _file_sha256(run_dir, listed, "trace.bin"),
         "host_grade": host.get("grade"),
         "cgroup_version": _int(cg.get("version")),
         "limit_bytes": _int(host.get("limit_bytes")),
@@ -196,6 +232,7 @@ def _common(run_dir: Path) -> tuple[dict, dict, dict]:
         "engine_sha256": harness["engine"]["sha256"],
         "config_digest": meta.get("config_digest"),
         "run_dir": str(run_dir),
+        "manifest_sha256": manifest_sha,
     }
     for name in ("steps", "accesses", "hits", "misses", "demand_fills", "prefetch_fills", "prefetch_used",
                  "evictions", "faults_handled", "spurious_faults", "signals", "logical_bytes_read",
@@ -233,27 +270,33 @@ def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
     return row
 
 
-def _stamp_llama(rows: list[dict], llama_identity: str | os.PathLike | None, commit: bool = False) -> None:
+def _stamp_llama(rows: list[dict], ident: dict | None, commit: bool = False) -> None:
     """Every row gets the llama.cpp build's digest (and, with `commit`, its commit: runs that
     do not record one themselves)."""
     from .llama_build import build_digest
 
-    ident = json.loads(Path(llama_identity).read_text()) if llama_identity else None
     for row in rows:
         row["llama_build_sha256"] = build_digest(ident) if ident else None
         if commit:
             row["llama_commit"] = ident["commit"] if ident else None
 
 
+def _llama(llama_identity: str | os.PathLike | None) -> dict | None:
+    return json.loads(Path(llama_identity).read_text()) if llama_identity else None
+
+
+def pager_synthetic_table(run_dirs: list[str], region: dict, llama: dict | None = None) -> pa.Table:
+    rows = [pager_synthetic_row(Path(d), region["sha256"]) for d in run_dirs]
+    _stamp_llama(rows, llama, commit=True)
+    return pa.Table.from_pylist(rows, schema=PAGER_SYNTHETIC_SCHEMA)
+
+
 def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: str | os.PathLike,
                            out: str | os.PathLike, llama_identity: str | os.PathLike | None = None) -> pa.Table:
     """Write results/pager_synthetic.parquet from the given run directories."""
-    region = json.loads(Path(region_identity).read_text())
-    rows = [pager_synthetic_row(Path(d), region["sha256"]) for d in sorted(map(str, run_dirs))]
-    _stamp_llama(rows, llama_identity, commit=True)
-    table = pa.Table.from_pylist(rows, schema=PAGER_SYNTHETIC_SCHEMA)
-    atomic.write_parquet(out, table)
-    return table
+    return _write({"study": "pager-synthetic", "run_dirs": sorted(map(str, run_dirs)),
+                   "identity": json.loads(Path(region_identity).read_text()), "oracle": None,
+                   "llama": _llama(llama_identity)}, out)
 
 
 def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
@@ -302,16 +345,19 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
     return row
 
 
+def pager_model_table(run_dirs: list[str], ident: dict, oracle_dir: str, llama: dict | None = None) -> pa.Table:
+    rows = [pager_model_row(Path(d), ident, Path(oracle_dir)) for d in run_dirs]
+    _stamp_llama(rows, llama)
+    return pa.Table.from_pylist(rows, schema=PAGER_MODEL_SCHEMA)
+
+
 def gather_pager_model(run_dirs: list[str | os.PathLike], oracle_dir: str | os.PathLike,
                        model_identity: str | os.PathLike, out: str | os.PathLike,
                        llama_identity: str | os.PathLike | None = None) -> pa.Table:
     """Write results/pager_model.parquet; every run is compared with `oracle_dir`."""
-    ident = json.loads(Path(model_identity).read_text())
-    rows = [pager_model_row(Path(d), ident, Path(oracle_dir)) for d in sorted(map(str, run_dirs))]
-    _stamp_llama(rows, llama_identity)
-    table = pa.Table.from_pylist(rows, schema=PAGER_MODEL_SCHEMA)
-    atomic.write_parquet(out, table)
-    return table
+    return _write({"study": "pager-model", "run_dirs": sorted(map(str, run_dirs)),
+                   "identity": json.loads(Path(model_identity).read_text()), "oracle": str(oracle_dir),
+                   "llama": _llama(llama_identity)}, out)
 
 
 MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
@@ -390,12 +436,35 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
     return row
 
 
+def matched_source_table(run_dirs: list[str], ident: dict, oracle_dir: str, llama: dict | None = None) -> pa.Table:
+    rows = [matched_source_row(Path(d), ident, Path(oracle_dir)) for d in run_dirs]
+    _stamp_llama(rows, llama)
+    rows.sort(key=lambda r: r["position"])
+    return pa.Table.from_pylist(rows, schema=MATCHED_SOURCE_SCHEMA)
+
+
 def gather_matched_source(run_dirs, oracle_dir, model_identity, out, llama_identity=None) -> pa.Table:
     """Write results/matched_source.parquet; every cell is compared with the oracle cell."""
-    ident = json.loads(Path(model_identity).read_text())
-    rows = [matched_source_row(Path(d), ident, Path(oracle_dir)) for d in map(str, run_dirs)]
-    _stamp_llama(rows, llama_identity)
-    rows.sort(key=lambda r: r["position"])
-    table = pa.Table.from_pylist(rows, schema=MATCHED_SOURCE_SCHEMA)
+    return _write({"study": "matched-source", "run_dirs": list(map(str, run_dirs)),
+                   "identity": json.loads(Path(model_identity).read_text()), "oracle": str(oracle_dir),
+                   "llama": _llama(llama_identity)}, out)
+
+
+# ---- lineage: how a table was gathered, so `verify --deep` can gather it again ------------
+
+TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_dirs"], lin["identity"], lin.get("llama")),
+                  "pager-model": lambda lin: pager_model_table(lin["run_dirs"], lin["identity"], lin["oracle"], lin.get("llama")),
+                  "matched-source": lambda lin: matched_source_table(lin["run_dirs"], lin["identity"], lin["oracle"],
+                                                                     lin.get("llama"))}
+
+
+def table_from(lin: dict) -> pa.Table:
+    """The table a gather lineage describes, made again from its run directories."""
+    return TABLE_OF_STUDY[lin["study"]](lin)
+
+
+def _write(lin: dict, out: str | os.PathLike) -> pa.Table:
+    lin = {"kind": "gather", **lin}
+    table = lineage.attach(table_from(lin), lin)
     atomic.write_parquet(out, table)
     return table

@@ -2,8 +2,10 @@
 
 `residency run --out DIR --limit-bytes N -- residctl scan ... --out DIR` creates a fresh
 child memory cgroup (hard limit, swap off), starts the command inside it, waits, reads the
-kernel's counters, removes the cgroup (also when the run fails), and writes
-DIR/harness.json last and atomically. A run that the engine recorded as failed, or that
+kernel's counters, removes the cgroup (also when the run fails), writes DIR/harness.json
+atomically and then DIR/manifest.json over every file of the directory, last (the engine's
+own manifest, written before the harness added its files, is checked first and the result
+recorded as `engine_manifest`). A run that the engine recorded as failed, or that
 the kernel killed, is still a recorded run (exit 0): its failure is evidence. Bad input to
 the engine (its exit status 2) and a cgroup that is required but cannot be made are errors
 (exit 2, one line, nothing left in DIR).
@@ -30,7 +32,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import atomic
+from . import atomic, manifest
 from .cgroup import Cgroup, CgroupUnavailable, locate, sweep_stale
 from .identity import sha256_file
 
@@ -163,8 +165,10 @@ def run(
         },
         "stderr_tail": stderr_text.splitlines()[-5:],
         "dropped_cache": list(drop_cache or []),
+        "engine_manifest": _engine_manifest(out),
     }
     atomic.write_json(out / HARNESS_FILE, record)
+    manifest.write(out)
     return record
 
 
@@ -177,6 +181,18 @@ def _grade(cg: Cgroup | None, limit_bytes: int | None, authority, reason: str) -
     if authority.hard:
         return "hard", reason
     return "soft", "; ".join(authority.reasons)
+
+
+def _engine_manifest(out: Path) -> str:
+    """"ok", "absent" (the engine did not finish its record) or "mismatch: <first file>":
+    the engine's files must be as its manifest says when the harness adds its own."""
+    try:
+        found = manifest.problems(out, ignore=(STDERR_FILE,))
+    except manifest.ManifestMissing:
+        return "absent"
+    except manifest.ManifestError as exc:
+        return f"mismatch: {exc}"
+    return f"mismatch: {found[0]}" if found else "ok"
 
 
 def limit_from(budget_bytes: int | None, overhead_file: str | None, limit_bytes: int | None) -> tuple[int | None, dict]:

@@ -4,7 +4,7 @@
 rule analyse_pager_synthetic:
     input:
         runs="results/pager_synthetic.parquet",
-        code=residency_code("analysis.py", "arms.py", "belady.py", "trace.py"),
+        code=residency_code("analysis.py", "lineage.py", "arms.py", "belady.py", "trace.py"),
     output:
         opt="results/pager_synthetic_opt.parquet",
         determinism="results/pager_synthetic_determinism.parquet",
@@ -19,7 +19,7 @@ rule analyse_pager_synthetic:
 rule analyse_pager_model:
     input:
         runs="results/pager_model.parquet",
-        code=residency_code("analysis.py", "arms.py", "belady.py", "trace.py"),
+        code=residency_code("analysis.py", "lineage.py", "arms.py", "belady.py", "trace.py"),
     output:
         opt="results/pager_model_opt.parquet",
     log:

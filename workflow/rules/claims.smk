@@ -1,36 +1,49 @@
 # Claims: one record per claim, computed from Parquet, and the ledger of their digests.
+# Each computation also appends a line to claims/history/<ID>.jsonl (not an output: it
+# only grows), which the ledger counts.
 
 import json as _json
+import shlex as _shlex
 
 from residency import claims as _claims
+from residency import protocol as _protocol
 
 CLAIM_IDS = sorted(_claims.REGISTRY)
 CLAIMS_LEDGER = "claims/ledger.json"
-CLAIM_SETTINGS = _json.dumps(config["claims"])
+CLAIM_SETTINGS = _json.dumps(config["claims"], sort_keys=True)
+
+
+def claim_protocol(claim_id):
+    """The campaign design the claim's inputs are made under (residency/protocol.py)."""
+    return _json.dumps(_protocol.of(config, _claims.input_paths(claim_id)), sort_keys=True)
 
 
 rule claim:
     input:
         data=lambda w: _claims.input_paths(w.claim_id),
         code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
-                                      "pairs.py", "stats.py", f"claims/{w.claim_id.lower()}.py"),
+                                      "pairs.py", "stats.py", "history.py", "protocol.py",
+                                      f"claims/{w.claim_id.lower()}.py"),
     output:
         "claims/{claim_id}.json",
     wildcard_constraints:
         claim_id="|".join(CLAIM_IDS),
     params:
-        settings=f"'{CLAIM_SETTINGS}'",
+        settings=_shlex.quote(CLAIM_SETTINGS),
+        protocol=lambda w: _shlex.quote(claim_protocol(w.claim_id)),
     log:
         f"{LOGS}/claims/{{claim_id}}.log",
     conda:
         CONDA_ENV
     shell:
-        "residency claim {wildcards.claim_id} --settings {params.settings} --out {output} 2> {log}"
+        "residency claim {wildcards.claim_id} --settings {params.settings} --protocol {params.protocol}"
+        " --out {output} 2> {log}"
 
 
 rule ledger:
     input:
-        expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
+        records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
+        code=residency_code("claims/__init__.py", "history.py"),
     output:
         CLAIMS_LEDGER,
     log:
@@ -38,4 +51,4 @@ rule ledger:
     conda:
         CONDA_ENV
     shell:
-        "residency ledger --out {output} {input} 2> {log}"
+        "residency ledger --out {output} {input.records} 2> {log}"

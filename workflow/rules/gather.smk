@@ -7,7 +7,7 @@ rule gather_pager_synthetic:
         region=REGION_IDENTITY,
         llama=LLAMA_IDENTITY,
         probe="results/probe.json",
-        code=residency_code("gather.py", "arms.py", "trace.py", "llama_build.py"),
+        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "trace.py", "llama_build.py"),
     output:
         "results/pager_synthetic.parquet",
     params:
@@ -26,7 +26,7 @@ rule gather_pager_model:
         runs=PM_CELLS + PM_BASELINES,
         identity=lambda w: pm_model()[1],
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather.py", "arms.py", "exactness.py", "trace.py", "llama_build.py"),
+        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "exactness.py", "trace.py", "llama_build.py"),
     output:
         "results/pager_model.parquet",
     params:
@@ -46,7 +46,7 @@ rule gather_matched_source:
         runs=MS_CELLS,
         identity=lambda w: pm_model()[1],
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather.py", "arms.py", "exactness.py", "llama_build.py"),
+        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "exactness.py", "llama_build.py"),
     output:
         "results/matched_source.parquet",
     params:

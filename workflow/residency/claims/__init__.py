@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import history
 from ..arms import KERNEL_MMAP
 from . import c2, c8, p1, p2, p4, p5, p6, p7, p8, p9, p10, p11, record
 
@@ -76,28 +77,39 @@ def content_checks_of(frames: dict[str, pd.DataFrame]) -> dict | None:
             "mismatches": int(df["content_mismatches"].fillna(0).sum())}
 
 
-def compute(claim_id: str, root: Path, settings: dict) -> dict:
+def compute(claim_id: str, root: Path, settings: dict, protocol: dict | None = None) -> dict:
     mod = module(claim_id)
     frames = load_frames(mod, root)
     result = mod.compute(frames, settings)
     return record.build(claim_id, mod.REFERENCE, result, input_paths(claim_id),
-                        scope_of(frames, root), settings, root)
+                        scope_of(frames, root), settings, root, protocol)
 
 
-def make(claim_id: str, root: Path, settings: dict, out: Path | None = None) -> dict:
-    doc = compute(claim_id, root, settings)
-    record.write(doc, out or root / "claims" / f"{claim_id}.json")
+def make(claim_id: str, root: Path, settings: dict, out: Path | None = None,
+         protocol: dict | None = None) -> dict:
+    """Compute and write the record, then append its line to claims/history/<ID>.jsonl."""
+    doc = compute(claim_id, root, settings, protocol)
+    out = out or root / "claims" / f"{claim_id}.json"
+    record.write(doc, out)
+    history.append(history.path_for(out, claim_id), history.entry_of(doc, out))
     return doc
 
 
 def ledger(paths: list[Path], out: Path) -> dict:
+    """Every record's digest and verdict, with how often it was computed on its scope and
+    the verdicts seen there (from the history), so no rerun hides an earlier verdict."""
     from ..identity import sha256_file
 
     entries = []
     for p in sorted(paths):
         doc = json.loads(Path(p).read_text())
-        entries.append({"id": doc["id"], "path": str(p), "sha256": sha256_file(p),
-                        "verdict": doc["verdict"], "headline": doc["headline"]})
+        digest = sha256_file(p)
+        past = history.read(history.path_for(p, doc["id"]))
+        entries.append({"id": doc["id"], "path": str(p), "sha256": digest,
+                        "verdict": doc["verdict"], "headline": doc["headline"],
+                        "scope_sha256": history.scope_digest(doc),
+                        "in_history": any(e["record_sha256"] == digest for e in past),
+                        **history.tally(past, history.scope_digest(doc))})
     led = {"schema_version": 1, "claims": entries}
     record.write(led, out)
     return led

@@ -134,7 +134,9 @@ def plain(obj: Any) -> Any:
 
 
 def build(claim_id: str, reference_statement: str, result: ClaimResult, inputs: list[str],
-          scope: dict, settings: dict, root: Path) -> dict:
+          scope: dict, settings: dict, root: Path, protocol: dict | None = None) -> dict:
+    """The record; `settings` are the thresholds (config `claims:`), `protocol` the campaign
+    design the inputs were made under (protocol.py), both fixed before the runs."""
     result.values = plain(result.values)
     scope = plain(scope)
     doc = {
@@ -145,6 +147,7 @@ def build(claim_id: str, reference_statement: str, result: ClaimResult, inputs: 
         "scope": scope,
         "inputs": [{"path": p, "sha256": sha256_file(root / p)} for p in inputs],
         "settings": settings,
+        "protocol": plain(protocol),
         "values": result.values,
         "assertions": [a.as_dict() for a in result.assertions],
     }
