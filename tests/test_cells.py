@@ -12,7 +12,7 @@ from residency import arms, cells, config
 
 from conftest import ROOT
 
-PS_DIGEST = "d3d9146823d2cefbbb3ff00713a7998ab261413911b496262ac9ff238b10c7f5"
+PS_DIGEST = "a7598c7b378004e3b2be733416c32ed34c6094657a53c85352a9c57de60d0264"
 PM_DIGEST = "cd90853244acf6e8a3c73f03f17992bbd997c01c13b9bcfdfe3f4553bd739f9e"
 REGION = "results/regions/synthetic-134217728-s1.bin"
 GENERATE = "--model m.gguf --arm {arm} --chunk-size 2097152 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
@@ -71,6 +71,21 @@ def test_default_scan_flags(cfg):
                               signal="all-threads-finished") == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta threads=1 --meta compute_us=0"
         f" --meta signal=all-threads-finished --meta config_digest={PS_DIGEST}")
+
+
+def test_stress_cells_run_free_with_jitter_in_the_compute_phase(cfg):
+    budget = " --budget-bytes 67108864 --source direct --prefetch-depth 2"
+    assert cells.stress_scan_args(cfg, "pager-declared", "4", "200", "thread0-started") == (
+        SCAN.format(arm="pager-declared", t=4, c=200, s="thread0-started") + budget
+        + " --sync none --jitter-us 400 --jitter-seed 1")
+    # no compute phase, no jitter: the "concurrency without compute" control
+    assert cells.stress_scan_args(cfg, "pager-lru", "2", "0", "all-threads-finished") == (
+        SCAN.format(arm="pager-lru", t=2, c=0, s="all-threads-finished") + budget
+        + " --sync none --jitter-us 0 --jitter-seed 1")
+    assert cells.stress_meta(cfg, "pager-lru", "2", "200", "thread0-started", "3") == (
+        "--meta campaign=stress --meta arm=pager-lru --meta r=0.5 --meta rep=3 --meta threads=2 --meta compute_us=200"
+        " --meta signal=thread0-started --meta sync=none --meta jitter_us=400"
+        f" --meta config_digest={PS_DIGEST}")
 
 
 def test_default_generate_flags(cfg, inventory):
