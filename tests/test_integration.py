@@ -168,7 +168,8 @@ def _json(path: Path) -> dict:
 
 
 def p5_from_runs(work: Path, doc: dict) -> None:
-    """Each stress cell's distinct traces, from the trace files of its repetitions."""
+    """Each stress cell's distinct traces and access outcomes, from its repetitions' trace files."""
+    from residency import trace
     from residency.identity import sha256_file
 
     v = doc["values"]
@@ -176,10 +177,13 @@ def p5_from_runs(work: Path, doc: dict) -> None:
     differing = 0
     for c in v["exact_signal_cells"] + v["racy_signal_cells"]:
         cell = work / "results/runs/pager_synthetic/stress" / c["arm"] / c["signal"] / f"t{c['threads']}-c{c['compute_us']}"
-        digests = {sha256_file(t) for t in cell.glob("rep*/trace.bin")}
-        assert (c["reps"], c["reps_ok"], c["distinct_traces"]) == (2, 2, len(digests)), c
+        traces = list(cell.glob("rep*/trace.bin"))
+        outcomes = {trace.read(t).outcomes_sha256() for t in traces}
+        assert (c["reps"], c["reps_ok"], c["distinct_traces"], c["distinct_outcomes"]) == (
+            2, 2, len({sha256_file(t) for t in traces}), len(outcomes)), c
         assert c["sync"] == "none" and c["jitter_us"] == (400 if c["compute_us"] else 0), c
-        differing += c["signal"] == "thread0-started" and len(digests) > 1
+        assert c["deterministic"] == (len(outcomes) == 1), c  # free-running: judged on access outcomes
+        differing += c["signal"] == "thread0-started" and len(outcomes) > 1
     assert v["racy_signal_cells_differing"] == differing
     for r in doc["reasons"]:  # a failed half is named
         assert not r.startswith("failed:") or "racy half" in r or "exact half" in r, r

@@ -4,8 +4,8 @@
 configured shape), at the capacity the pager really had (`budget_chunks`, after its
 window was paid from the budget) and at the nominal capacity floor(r*T_repr/chunk), and
 cross-checks the trace-based count against the cyclic-scan closed form.
-`determinism_table` groups repetitions of one cell and compares their trace digests;
-where they differ it says where and by how much.
+`determinism_table` groups repetitions of one cell and compares their trace digests and
+their access outcomes; where traces differ it says where and by how much.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ DETERMINISM_SCHEMA = pa.schema([
     ("reps", pa.int32()), ("reps_ok", pa.int32()),
     ("distinct_traces", pa.int32()),
     ("identical", pa.bool_()),
+    ("distinct_outcomes", pa.int32()),     # distinct access outcomes (step, chunk, miss): trace.py
+    ("outcomes_identical", pa.bool_()),
     ("misses_min", pa.int64()), ("misses_max", pa.int64()),
     ("evictions_min", pa.int64()), ("evictions_max", pa.int64()),
     ("demand_fills_min", pa.int64()), ("demand_fills_max", pa.int64()),
@@ -118,6 +120,8 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
     for key, grp in runs.groupby(CELL_KEYS, dropna=False, sort=True):
         ok = grp[grp["status"] == "ok"]
         digests = list(dict.fromkeys(ok["trace_sha256"].dropna()))
+        outcomes = {trace_mod.read(Path(d) / "trace.bin").outcomes_sha256()
+                    for d in ok["run_dir"] if (Path(d) / "trace.bin").exists()}
         differing = first = None
         if len(digests) > 1:
             a = ok[ok["trace_sha256"] == digests[0]].iloc[0]["run_dir"]
@@ -130,6 +134,8 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
             "reps": len(grp), "reps_ok": len(ok),
             "distinct_traces": len(digests),
             "identical": len(digests) == 1 and len(ok) == len(grp),
+            "distinct_outcomes": len(outcomes),
+            "outcomes_identical": len(outcomes) == 1 and len(ok) == len(grp),
             "misses_min": ok["misses"].min() if len(ok) else None,
             "misses_max": ok["misses"].max() if len(ok) else None,
             "evictions_min": ok["evictions"].min() if len(ok) else None,

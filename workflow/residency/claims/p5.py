@@ -4,14 +4,21 @@ The reference's sentence has two halves, and both are asserted on the stress mat
 (driver threads x compute phase, arms C and D at one ratio, every cell run with both
 signals on the same seeded jitter):
 
-- racy half: the thread0-started signal gives differing traces across repetitions in
-  some stress cell (the race happened here);
-- exact half: the all-threads-finished signal gives byte-identical traces across
-  repetitions in every stress cell.
+- racy half: the thread0-started signal gives repetitions that differ in some stress
+  cell (the race happened here);
+- exact half: the all-threads-finished signal gives identical repetitions in every
+  stress cell.
 
-Either failing fails the claim, and the reason names the half. The race can only happen
-where driver threads are not in lockstep (`sync: none`) and there are at least two of
-them; a matrix without such a cell cannot show the racy half (insufficient-evidence).
+"Identical" is judged on what records the policy's decisions. In lockstep cells
+(`sync: step`) that is the whole trace, byte for byte. In free-running cells (`sync:
+none`) the fill, eviction and signal records are stamped with the pager's cursor, which
+timing moves even for a policy that ignores the signal (seen: LRU's traces differed
+between repetitions with identical accesses and misses), so there it is the access
+outcomes (step, chunk, miss) in order; both digests are reported per cell.
+
+Either half failing fails the claim, and the reason names the half. The race can only
+happen where driver threads are not in lockstep (`sync: none`) and there are at least two
+of them; a matrix without such a cell cannot show the racy half (insufficient-evidence).
 The record also reports the contrast the data shows: demand fills and misses per signal.
 """
 
@@ -33,6 +40,8 @@ def _cell(row) -> dict:
         "compute_us": int(row["compute_us"]), "signal": row["signal"], "sync": row["sync"],
         "jitter_us": int(row["jitter_us"]), "reps": int(row["reps"]), "reps_ok": int(row["reps_ok"]),
         "distinct_traces": int(row["distinct_traces"]), "identical": bool(row["identical"]),
+        "distinct_outcomes": int(row["distinct_outcomes"]), "outcomes_identical": bool(row["outcomes_identical"]),
+        "deterministic": bool(row["identical"] if row["sync"] == "step" else row["outcomes_identical"]),
         "misses_min": as_int(row["misses_min"]), "misses_max": as_int(row["misses_max"]),
         "evictions_min": as_int(row["evictions_min"]), "evictions_max": as_int(row["evictions_max"]),
         "demand_fills_min": as_int(row["demand_fills_min"]), "demand_fills_max": as_int(row["demand_fills_max"]),
@@ -55,8 +64,10 @@ def _span(cells: list[dict], key: str) -> list[int | None]:
 def contrast(cells: list[dict]) -> dict:
     """What one signal did across the stress cells where the race can happen."""
     racing = [c for c in cells if race_possible(c)]
-    return {"cells": len(racing), "cells_differing": sum(c["distinct_traces"] > 1 for c in racing),
+    return {"cells": len(racing), "cells_differing": sum(not c["deterministic"] for c in racing),
+            "cells_traces_differing": sum(c["distinct_traces"] > 1 for c in racing),
             "distinct_traces": sum(c["distinct_traces"] for c in racing),
+            "distinct_outcomes": sum(c["distinct_outcomes"] for c in racing),
             "demand_fills_range": _span(racing, "demand_fills"), "misses_range": _span(racing, "misses")}
 
 
@@ -83,25 +94,25 @@ def compute(frames, settings) -> ClaimResult:
         cells_per_arm[c["arm"]] = cells_per_arm.get(c["arm"], 0) + 1
     values = {
         "exact_signal_cells": exact,
-        "exact_signal_identical": [c["identical"] for c in exact],
+        "exact_signal_deterministic": [c["deterministic"] for c in exact],
         "exact_signal_cells_per_arm": cells_per_arm,
         "racy_signal_cells": racy,
-        "racy_signal_cells_differing": sum(1 for c in racy if c["distinct_traces"] > 1),
+        "racy_signal_cells_differing": sum(1 for c in racy if not c["deterministic"]),
         "racy_signal_cells_total": len(racy),
         "race_possible_cells": sum(1 for c in racy if race_possible(c)),
         "contrast": {EXACT: contrast(exact), RACY: contrast(racy)},
     }
-    n_ident = sum(values["exact_signal_identical"])
+    n_ident = sum(values["exact_signal_deterministic"])
     ce, cr = values["contrast"][EXACT], values["contrast"][RACY]
     headline = (f"Racy half: with thread0-started, {values['racy_signal_cells_differing']} of {len(racy)} stress "
-                f"cells gave differing traces across repetitions (demand fills {cr['demand_fills_range']} where "
-                f"the race can happen); exact half: with all-threads-finished, {n_ident} of {len(exact)} cells gave "
-                f"byte-identical traces (demand fills {ce['demand_fills_range']}).")
+                f"cells gave repetitions that differ (demand fills {cr['demand_fills_range']} where the race can "
+                f"happen); exact half: with all-threads-finished, {n_ident} of {len(exact)} cells gave identical "
+                f"repetitions (demand fills {ce['demand_fills_range']}).")
     assertions = [
         Assertion("/values/racy_signal_cells_differing", "ge", 1,
-                  why="racy half: the thread0-started signal gives differing traces across reps in some stress cell"),
-        Assertion("/values/exact_signal_identical", "all_true",
-                  why="exact half: the all-threads-finished signal gives byte-identical traces across reps in every "
-                      "stress cell"),
+                  why="racy half: the thread0-started signal gives repetitions that differ in some stress cell"),
+        Assertion("/values/exact_signal_deterministic", "all_true",
+                  why="exact half: the all-threads-finished signal gives identical repetitions in every stress cell "
+                      "(whole traces in lockstep, access outcomes when free-running)"),
     ]
     return ClaimResult(headline, values, assertions, _insufficient(exact, racy))
