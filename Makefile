@@ -13,7 +13,7 @@ BUILD_TSAN := .build/engine-tsan
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: figures test test-python test-engine test-engine-release test-engine-asan test-engine-tsan sysdeps venv llama bench clean
+.PHONY: figures test test-python test-engine test-engine-release test-engine-asan test-engine-tsan sysdeps venv llama bench golden clean
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
@@ -61,6 +61,11 @@ test-engine-tsan: sysdeps
 test-python: venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
+
+# Accept a deliberate change of the synthetic study's counts: regenerate its table at the fixed
+# config of tests/golden/config.yaml and write its deterministic part to tests/golden/ (commit it).
+golden: venv llama
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/golden_tables.py --update
 
 # The benchmarks: ratios measured side by side in one run (the engine and SmolLM2 first).
 bench: sysdeps venv

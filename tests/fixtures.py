@@ -56,9 +56,9 @@ def write_trace(path: Path, chunk_size: int, chunks: int, records) -> None:
 
 
 def make_run(root: Path, campaign: str, arm: str, r: float, rep: int, *, chunks=16, chunk_size=65536,
-             passes=3, threads=1, compute_us=0, signal="all-threads-finished", status="ok",
-             physical_fraction=1.0, extra_miss_steps=(), capacity=None, sealed=True) -> Path:
-    d = root / campaign / arm / f"r{r:g}" / f"t{threads}-c{compute_us}-{signal}" / f"rep{rep}"
+             passes=3, threads=1, compute_us=0, signal="all-threads-finished", sync="step", jitter_us=0,
+             status="ok", physical_fraction=1.0, extra_miss_steps=(), capacity=None, sealed=True) -> Path:
+    d = root / campaign / arm / f"r{r:g}" / f"t{threads}-c{compute_us}-{signal}-{sync}" / f"rep{rep}"
     d.mkdir(parents=True)
     region_bytes = chunks * chunk_size
     capacity = capacity or max(2, int(r * chunks) - 1)
@@ -70,7 +70,7 @@ def make_run(root: Path, campaign: str, arm: str, r: float, rep: int, *, chunks=
         "schema_version": 1, "subcommand": "scan", "status": status, "error": None, "arm": arm,
         "policy": {"pager-lru": "lru", "pager-declared": "declared", "pager-prefetch": "prefetch"}.get(arm),
         "source_engine": None if arm == "kernel-mmap" else "direct", "signal": signal,
-        "uffd_mode": "syscall", "config": {"passes": passes},
+        "uffd_mode": "syscall", "config": {"passes": passes, "sync": sync, "jitter_us": jitter_us},
         "region": {"path": "x", "bytes": region_bytes, "chunk_size": chunk_size, "chunks": chunks},
         "budget": {"budget_bytes": int(r * region_bytes), "window_bytes": chunk_size, "budget_chunks": capacity},
         "counters": {"steps": accesses, "accesses": accesses, "hits": accesses - misses, "misses": misses,
@@ -87,7 +87,8 @@ def make_run(root: Path, campaign: str, arm: str, r: float, rep: int, *, chunks=
     harness = {
         "schema_version": 1, "argv": ["residctl"], "engine": {"path": "/x/residctl", "sha256": "e" * 64},
         "meta": {"campaign": campaign, "arm": arm, "r": f"{r:g}", "rep": str(rep), "threads": str(threads),
-                 "compute_us": str(compute_us), "signal": signal, "config_digest": "c" * 64,
+                 "compute_us": str(compute_us), "signal": signal, "sync": sync, "jitter_us": str(jitter_us),
+                 "config_digest": "c" * 64,
                  "overhead_bytes": 4 << 20},
         "status": "ok" if status == "ok" else "failed", "exit_code": 0 if status == "ok" else 1,
         "term_signal": None, "started_utc": "2026-01-01T00:00:00+00:00", "wall_s": 0.1,
@@ -121,7 +122,7 @@ def simulate_steps(policy: str, capacity: int, passes: int):
 
 def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: int, *, tokens=4, n_vocab=16,
                    tps=10.0, logits_seed=0, flip=None, status="ok", chunk_size=1 << 20, capacity=None,
-                   bytes_per_miss=None, interposed=True, sealed=True):
+                   bytes_per_miss=None, interposed=True, fault_p99=5000, sealed=True):
     import numpy as np
 
     d = root / campaign / arm / (f"r{r:g}" if r is not None else "none") / f"rep{rep}"
@@ -158,7 +159,7 @@ def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: in
                      "evictions": evictions, "faults_handled": demand, "spurious_faults": 0, "signals": passes * 6,
                      "logical_bytes_read": phys, "physical_bytes_read": phys, "max_resident_chunks": capacity,
                      "reconcile_checks": 0, "reconcile_mismatches": 0},
-        "latency_ns": {"fault_p50": 1000, "fault_p99": 5000, "fault_max": 9000, "fill_p50": 900, "fill_p99": 1800},
+        "latency_ns": {"fault_p50": 1000, "fault_p99": fault_p99, "fault_max": 9000, "fill_p50": 900, "fill_p99": 1800},
         "wall_ns": 10**9, "trace": {"file": "trace.bin", "records": len(records)},
         "model": {"path": "m.gguf", "bytes": 8 * chunk_size, "n_layer": 4, "n_vocab": n_vocab, "n_expert": 0,
                   "tied_output": True},

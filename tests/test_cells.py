@@ -15,7 +15,7 @@ from residency import arms, cells, config
 
 from conftest import ROOT
 
-PS_DIGEST = "9fcc8a9f960e535da1239af83d28eb59ea50133f76d4f58288ca001e58fd024c"
+PS_DIGEST = "24b8af943b5140d5aec9213f4389326eeec314c701d20f74f81e51e2441e4ef3"
 PM_DIGEST = "48096cbbe34cb9df8482ac26b26c03b32bb6527535c29857b7944fd78bb78262"
 MS_DIGEST = "0058e98feea5277987549bb64130c5dbbc25bb009f948c0f3fc25fc2b00bfa9a"
 REGION = "results/regions/synthetic-134217728-s1.bin"
@@ -77,6 +77,21 @@ def test_default_scan_flags(cfg):
                               signal="all-threads-finished") == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta threads=1 --meta compute_us=0"
         f" --meta signal=all-threads-finished --meta config_digest={PS_DIGEST}")
+
+
+def test_stress_cells_run_free_with_jitter_in_the_compute_phase(cfg):
+    budget = " --budget-bytes 67108864 --source direct --prefetch-depth 2 " + REGION_DIGESTS
+    assert cells.stress_scan_args(cfg, "pager-declared", "4", "200", "thread0-started") == (
+        SCAN.format(arm="pager-declared", t=4, c=200, s="thread0-started") + budget
+        + " --sync none --jitter-us 400 --jitter-seed 1")
+    # no compute phase, no jitter: the "concurrency without compute" control
+    assert cells.stress_scan_args(cfg, "pager-lru", "2", "0", "all-threads-finished") == (
+        SCAN.format(arm="pager-lru", t=2, c=0, s="all-threads-finished") + budget
+        + " --sync none --jitter-us 0 --jitter-seed 1")
+    assert cells.stress_meta(cfg, "pager-lru", "2", "200", "thread0-started", "3") == (
+        "--meta campaign=stress --meta arm=pager-lru --meta r=0.5 --meta rep=3 --meta threads=2 --meta compute_us=200"
+        " --meta signal=thread0-started --meta sync=none --meta jitter_us=400"
+        f" --meta config_digest={PS_DIGEST}")
 
 
 def test_default_generate_flags(cfg, inventory):

@@ -102,20 +102,144 @@ def test_every_run_recorded_and_within_its_limit(campaign):
     assert (f["source_peak_depth"] <= 8).all() and (f["source_peak_depth"] >= 1).all()
 
 
-# Correctness properties of the engine: they must hold even at this tiny scale. The other
-# claims (throughput shape, D/OPT on a real model) are measurements, not checked here.
-MUST_PASS = ("P1", "P4", "P5", "P10", "P11")
+MODEL_TABLE = ["arm_row", "r", "reps", "valid", "exact", "gb_per_run", "bytes_per_token_over_t", "misses",
+               "opt_misses", "tokens_per_s", "fault_p99_us", "peak_mib", "limit_mib", "misses_over_opt"]
+
+
+def test_model_and_matched_tables_hold_their_invariants(campaign):
+    work, _ = campaign
+    tables = work / "results" / "tables"
+    pm = pd.read_csv(tables / "pager-model.csv")
+    assert list(pm.columns) == MODEL_TABLE
+    arms = ("A (kernel mmap)", "C (LRU)", "D (declared)", "E (prefetch)")
+    assert list(zip(pm["arm_row"], pm["r"].fillna(0))) == [(a, r) for a in arms for r in (0.5, 0.75)] + [
+        ("baseline (unconstrained)", 0)]
+    assert (pm["valid"] == pm["reps"]).all() and (pm["exact"] == pm["reps"]).all(), pm.to_string()  # exactness
+    assert (pm["reps"] == 2).all() and (pm["gb_per_run"] > 0).all()
+    limited = pm[pm["limit_mib"].notna()]
+    if (pd.read_parquet(work / "results" / "pager_model.parquet").query("campaign == 'main'")["host_grade"] == "hard").all():
+        assert (limited["peak_mib"] <= limited["limit_mib"]).all(), limited.to_string()
+    t6 = pd.read_csv(tables / "table6-matched-pairs.csv")
+    assert list(t6.columns) == ["Block", "Order", "D (s)", "F (s)", "F/D"]
+    assert list(t6["Block"]) == [1, 2] and list(t6["Order"]) == ["D->F", "F->D"]  # the configured order
+    ms = pd.read_parquet(work / "results" / "matched_source.parquet")
+    wall = {(b, a): w for b, a, w in zip(ms["block"], ms["source_arm"], ms["wall_s"])}
+    assert list(t6["F/D"]) == [round(wall[(k, "F")] / wall[(k, "D")], 6) for k in (1, 2)]
+    pairs = ms[ms["source_arm"].isin(["D", "F"])]
+    assert pairs["exact"].all()
+    balanced = ((pairs["source_submissions"] == pairs["source_completions"]) & (pairs["source_rejections"] == 0)
+                & (pairs["source_tickets_outstanding_at_close"] == 0)
+                & (pairs["source_windows_free_at_close"] == pairs["source_windows"]))
+    assert balanced.all() and (pairs["source_submissions"] > 0).all(), pairs.to_string()  # balanced tickets
+
+
+# What the tiny campaign determines. DETERMINED: the verdict follows from the engine's
+# correctness and the policies' counts (deterministic at these budgets), or from the design
+# (P6: the tiny campaign runs no r <= 0.375, so its low half cannot be shown). MEASURED:
+# timing and memory decide the verdict on the machine (P5's free-running cells, P9's
+# throughput, C2's wall interval and peak depth, C8's peaks); there the values must be
+# recomputed from the raw run directories and every assertion evaluated.
+DETERMINED = {"P1": "pass", "P2": "pass", "P4": "pass", "P7": "pass", "P8": "pass", "P10": "pass", "P11": "pass",
+              "P6": "insufficient-evidence"}
+NEEDS_HARD_LIMIT = {"P2", "P9", "C2", "C8"}  # cross-arm comparisons at equal host limits
+
+
+def expected_verdict(cid: str, doc: dict, all_hard: bool) -> None:
+    if cid in NEEDS_HARD_LIMIT and not all_hard:
+        assert doc["verdict"] == "insufficient-evidence" and any("hard host limit" in r for r in doc["reasons"]), cid
+    elif cid in DETERMINED:
+        assert doc["verdict"] == DETERMINED[cid], (cid, doc["reasons"])
+    else:
+        assert cid in MEASURED, f"{cid}: neither determined nor measured in this test"
+        evaluated(doc)
+    if cid == "P6":
+        assert doc["reasons"][0] == "low (r <= 0.375) half: the campaign ran no r in it, so this machine's run cannot show it"
+
+
+def evaluated(doc: dict) -> None:
+    """Every assertion was evaluated on complete evidence, and the verdict is what they say."""
+    assert doc["insufficient"] == [] and not any(r.startswith("unevaluable") for r in doc["reasons"]), doc["reasons"]
+    failed = [r for r in doc["reasons"] if r.startswith("failed:")]
+    assert doc["verdict"] == ("fail" if failed else "pass"), doc["reasons"]
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def p5_from_runs(work: Path, doc: dict) -> None:
+    """Each stress cell's distinct traces and access outcomes, from its repetitions' trace files."""
+    from residency import trace
+    from residency.identity import sha256_file
+
+    v = doc["values"]
+    assert v["race_possible_cells"] == 4 and len(v["exact_signal_cells"]) == len(v["racy_signal_cells"]) == 4
+    differing = 0
+    for c in v["exact_signal_cells"] + v["racy_signal_cells"]:
+        cell = work / "results/runs/pager_synthetic/stress" / c["arm"] / c["signal"] / f"t{c['threads']}-c{c['compute_us']}"
+        traces = list(cell.glob("rep*/trace.bin"))
+        outcomes = {trace.read(t).outcomes_sha256() for t in traces}
+        assert (c["reps"], c["reps_ok"], c["distinct_traces"], c["distinct_outcomes"]) == (
+            2, 2, len({sha256_file(t) for t in traces}), len(outcomes)), c
+        assert c["sync"] == "none" and c["jitter_us"] == (400 if c["compute_us"] else 0), c
+        assert c["deterministic"] == (len(outcomes) == 1), c  # free-running: judged on access outcomes
+        differing += c["signal"] == "thread0-started" and len(outcomes) > 1
+    assert v["racy_signal_cells_differing"] == differing
+    for r in doc["reasons"]:  # a failed half is named
+        assert not r.startswith("failed:") or "racy half" in r or "exact half" in r, r
+
+
+def p9_from_runs(work: Path, doc: dict) -> None:
+    """Mean tokens/s per arm and r, from each run's run.json."""
+    for arm, a in doc["values"]["arms"].items():
+        assert len(a["tokens_per_s_per_r"]) == 2, arm
+        for x in a["tokens_per_s_per_r"]:
+            runs = list((work / "results/runs/pager_model/synthetic-dense" / arm / f"r{x['r']:g}").glob("rep*/run.json"))
+            tps = [_json(p)["generation"]["tokens_per_s"] for p in runs]
+            assert len(tps) == 2 and x["tokens_per_s"] == pytest.approx(sum(tps) / 2, rel=1e-9), (arm, x)
+
+
+def c2_from_runs(work: Path, doc: dict) -> None:
+    """The paired-log interval of F/D complete wall, from each pair's harness.json."""
+    from residency.stats import paired_log_ratio
+
+    cells = doc["values"]["cells"]
+    wall = {(c["block"], c["source_arm"]): _json(work / c["run_dir"] / "harness.json")["wall_s"] for c in cells}
+    d, f = [wall[(k, "D")] for k in (1, 2)], [wall[(k, "F")] for k in (1, 2)]
+    want, got = paired_log_ratio(d, f), doc["values"]["wall_f_over_d"]
+    assert (got["n"], got["ratio"], got["low"], got["high"]) == pytest.approx((2, want.ratio, want.low, want.high))
+    assert got["low"] < got["ratio"] < got["high"]
+    depth = [(c["source_peak_depth"], c["source_windows"]) for c in cells if c["source_arm"] == "F"]
+    assert doc["values"]["f_peak_depth_equals_windows"] == [p == w for p, w in depth]
+    assert doc["values"]["p"]["admissible"] in (True, False)
+
+
+def c8_from_runs(work: Path, doc: dict) -> None:
+    """Host peaks and eq. 1's margins, from the P and F cells' harness.json."""
+    v = doc["values"]
+    cells = {c: _json(work / d / "harness.json") for c, d in
+             ((x["source_arm"] + str(x["block"]), x["run_dir"]) for x in _json(work / "claims/C2.json")["values"]["cells"])}
+    assert v["p_peak_bytes"] == cells["P0"]["host"]["cgroup"]["peak_bytes"]
+    assert v["f_peak_bytes"] == [cells[f"F{k}"]["host"]["cgroup"]["peak_bytes"] for k in (1, 2)]
+    margins = [int(h["meta"]["t_repr_bytes"]) - (h["host"]["limit_bytes"] - int(h["meta"]["reserve_bytes"]))
+               for h in (cells["P0"], cells["F1"], cells["F2"])]
+    assert v["eq1"]["margin_bytes"] == margins and v["eq1"]["holds"] == [m > 0 for m in margins]
+
+
+MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs}
 
 
 def test_claims_hold_and_verify(campaign):
     work, env = campaign
     ledger = json.loads((work / "claims" / "ledger.json").read_text())
+    grades = {g for name in ("pager_model", "matched_source")
+              for g in pd.read_parquet(work / "results" / f"{name}.parquet")["host_grade"] if g != "instrumented"}
     for entry in ledger["claims"]:
         cid = entry["id"]
         doc = json.loads((work / "claims" / f"{cid}.json").read_text())
-        assert doc["verdict"] in ("pass", "fail", "insufficient-evidence")
-        if cid in MUST_PASS:
-            assert doc["verdict"] == "pass", (cid, doc["reasons"])
+        expected_verdict(cid, doc, grades == {"hard"})
+        if cid in MEASURED and doc["verdict"] != "insufficient-evidence":
+            MEASURED[cid](work, doc)
         for what in ("verify", "replay"):
             p = subprocess.run([sys.executable, "-m", "residency.cli", what, "--claim", cid],
                                cwd=work, capture_output=True, text=True, env=env)

@@ -20,7 +20,7 @@ ORDERS = ["D-F", "D-F", "F-D", "F-D", "D-F", "F-D"]
 
 
 def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=None, f_alloc=0, windows=8,
-         cache=None):
+         cache=None, f_depth=8):
     d = make_model_run(root, "matched", "pager-declared", 0.5, position, flip=flip)
     run = json.loads((d / "run.json").read_text())
     if cache is not None:
@@ -28,7 +28,7 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
     subs = 1000 if arm in ("D", "F") else 0
     run["source_stats"] = {"engine": {"P": "buffered", "D": "direct", "F": "uring", "oracle": "direct"}[arm],
                            "windows": windows if arm == "F" else 1, "depth": 8 if arm == "F" else 1,
-                           "submissions": subs, "completions": subs, "peak_depth": 8 if arm == "F" else 1,
+                           "submissions": subs, "completions": subs, "peak_depth": f_depth if arm == "F" else 1,
                            "logical_bytes": 64 << 20, "physical_bytes": 64 << 20, "padding_bytes": 0,
                            "rejections": 0, "cancellations": 0, "windows_free_at_close": windows if arm == "F" else 1,
                            "tickets_outstanding_at_close": 0, "dynamic_allocations": f_alloc if arm == "F" else 0}
@@ -46,18 +46,23 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
     return seal(d)
 
 
-def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0, f_cache=None):
+def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0, f_cache=None, f_depth=8, limit=6 << 20,
+            p_at_limit=True):
+    """The reference's campaign on fake runs. The default `limit` (4 MiB budget + 2 MiB
+    overhead) is below the 8 MiB model: eq. 1 holds. P sits at its limit with limit events
+    (inadmissible) unless `p_at_limit` is False; `limit=None` runs P without one."""
     runs = tmp_path / "results" / "runs"
-    limit = 6 << 20  # 4 MiB budget + 2 MiB overhead: below the 8 MiB model (eq. 1 holds)
+    p_peak, p_events = (limit, 3407) if p_at_limit and limit else (5 << 20, 0)
     dirs = [cell(runs, "oracle", "oracle", 0, 0, 90.0, peak=5 << 20, limit=None),
-            cell(runs, "P", "P", 0, 1, 130.0, peak=limit, limit=limit, events=3407)]
+            cell(runs, "P", "P", 0, 1, 130.0, peak=p_peak, limit=limit, events=p_events)]
+    limit = limit or 6 << 20
     pos = 2
     for k, order in enumerate(ORDERS, 1):
         for arm in order.split("-"):
             wall = D_WALL[k - 1] if arm == "D" else f_wall[k - 1]
             dirs.append(cell(runs, f"pair{k}/{arm}", arm, k, pos, wall, peak=5 << 20, limit=limit,
                              flip=5 if (flip_f and arm == "F" and k == 3) else None, f_alloc=f_alloc,
-                             cache=f_cache if arm == "F" else None))
+                             cache=f_cache if arm == "F" else None, f_depth=f_depth))
             pos += 1
     res = tmp_path / "results"
     ident = res / "model.json"
@@ -118,11 +123,46 @@ def test_c2_fails_when_f_caches_less_than_d(tmp_path):
     assert doc["verdict"] == "fail" and any("cache_held_fixed" in r for r in doc["reasons"])
 
 
+def test_c2_fails_when_p_is_admissible(tmp_path):
+    # P exact with headroom and no limit event: direct ownership changed nothing here.
+    doc = claims.make("C2", project(tmp_path, p_at_limit=False), SETTINGS)
+    assert doc["verdict"] == "fail"
+    failed = [r for r in doc["reasons"] if r.startswith("failed:")]
+    assert len(failed) == 1 and "/values/p/admissible" in failed[0]
+
+
+def test_c2_p_without_a_hard_limit_is_insufficient(tmp_path):
+    doc = claims.make("C2", project(tmp_path, limit=None), SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence"
+    assert "P ran without a hard host limit: its admission outcome cannot be judged" in doc["reasons"]
+
+
+def test_c2_fails_when_f_never_has_every_window_in_flight(tmp_path):
+    doc = claims.make("C2", project(tmp_path, f_depth=7), SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert doc["values"]["f_peak_depth_max"] == 7
+    failed = [r for r in doc["reasons"] if r.startswith("failed:")]
+    assert len(failed) == 1 and "f_peak_depth_equals_windows" in failed[0]
+
+
 def test_c8(tmp_path):
     root = project(tmp_path)
     doc = claims.make("C8", root, SETTINGS)
     assert doc["verdict"] == "pass", doc["reasons"]
     assert doc["values"]["peak_reduction_fraction"] == pytest.approx(1 - 5 / 6)
+    eq1 = doc["values"]["eq1"]
+    assert eq1["cells"] == ["P"] + ["F"] * 6 and eq1["holds"] == [True] * 7
+    # S = 8 MiB, H_cap = 6 MiB, R_policy = 16 MiB: margin = 8 - (6 - 16) MiB
+    assert eq1["margin_min"] == (8 << 20) - ((6 << 20) - (16 << 20))
+
+
+def test_c8_fails_when_the_model_fits_in_the_host_allowance(tmp_path):
+    # H_cap 32 MiB, R_policy 16 MiB: the 8 MiB model could be resident with the reserve kept.
+    doc = claims.make("C8", project(tmp_path, limit=32 << 20), SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert doc["values"]["eq1"]["margin_min"] == (8 << 20) - ((32 << 20) - (16 << 20))
+    failed = [r for r in doc["reasons"] if r.startswith("failed:")]
+    assert len(failed) == 1 and "/values/eq1/holds" in failed[0]
 
 
 def frame(rows):

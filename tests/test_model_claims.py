@@ -19,7 +19,10 @@ def tps_of(arm, r):
     return {"kernel-mmap": 5.0, "pager-lru": 6.0}.get(arm, 4.0 + 8.0 * r)
 
 
-def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None):
+def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_p99=lambda r: 4000,
+            e_bytes_per_miss=(1 << 20) + 4096):
+    """Consistent runs by default: E reads a little more than D (prefetch), with fewer demand
+    faults and a lower p99 fault latency (D's is 5000 ns) at every r."""
     runs = tmp_path / "results" / "runs"
     dirs = [make_model_run(runs, "baseline", "kernel-mmap", None, rep, tps=20.0) for rep in (1, 2)]
     for arm in ("kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch"):
@@ -29,8 +32,9 @@ def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None):
                 if arm == "kernel-mmap":
                     kw["bytes_per_miss"] = 3 << 20  # readahead: more bytes than chunks missed
                 if arm == "pager-prefetch":
-                    kw["bytes_per_miss"] = (1 << 20) + 4096
+                    kw["bytes_per_miss"] = e_bytes_per_miss
                     kw["status"] = e_status if (r, rep) == (0.25, 1) else "ok"
+                    kw["fault_p99"] = e_p99(r)
                 if arm == "pager-lru" and c_bytes_per_miss:
                     kw["bytes_per_miss"] = c_bytes_per_miss
                 if (arm, r, rep) == flip_run:
@@ -73,6 +77,72 @@ def test_p11_fails_on_one_flipped_logit_byte(tmp_path):
     assert doc["verdict"] == "fail"
     bad = [c for c in doc["values"]["cells"] if not c["exact"]]
     assert len(bad) == 1 and bad[0]["first_differing_step"] == 0 and "logit row 0" in bad[0]["detail"]
+
+
+def test_p11_does_not_compare_the_oracle_with_itself(tmp_path):
+    doc = claims.make("P11", project(tmp_path), SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    oracle = doc["values"]["oracle"]
+    assert oracle.endswith("baseline/kernel-mmap/none/rep1") and doc["values"]["oracle_excluded"] == 1
+    assert doc["values"]["runs"] == 1 + 4 * 3 * 3  # the other baseline and every campaign run
+    assert oracle not in [c["run_dir"] for c in doc["values"]["cells"]]
+    assert "the oracle itself not counted" in doc["headline"]
+
+
+def test_p11_is_insufficient_with_only_the_oracle(tmp_path):
+    root = project(tmp_path)
+    p = root / "results" / "pager_model.parquet"
+    df = pd.read_parquet(p)
+    df[df["run_dir"] == df["oracle_run_dir"]].to_parquet(p, index=False)
+    doc = claims.make("P11", root, SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence"
+    assert any("no runs besides the oracle" in r for r in doc["reasons"])
+
+
+def test_p6_asserts_both_halves(tmp_path):
+    doc = claims.make("P6", project(tmp_path), SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    assert doc["values"]["high_r"]["ratios"] == [0.5, 0.75] and doc["values"]["low_r"]["ratios"] == [0.25]
+    pointers = [a["pointer"] for a in doc["assertions"]]
+    assert pointers == [f"/values/high_r/{k}" for k in ("e_reads_more", "e_fewer_demand_faults", "e_lower_fault_p99")] \
+        + [f"/values/low_r/{k}" for k in ("e_completes", "e_reads_more", "e_lower_fault_p99")]
+
+
+@pytest.mark.parametrize("half, worse_at", [("high", 0.5), ("low", 0.25)])
+def test_p6_fails_naming_the_half_whose_p99_is_not_lower(tmp_path, half, worse_at):
+    # E's tail fault latency above D's (5000 ns) at one r of the half
+    doc = claims.make("P6", project(tmp_path, e_p99=lambda r: 7000 if r == worse_at else 4000), SETTINGS)
+    assert doc["verdict"] == "fail"
+    failed = [r for r in doc["reasons"] if r.startswith("failed:")]
+    assert len(failed) == 1 and f"/values/{half}_r/e_lower_fault_p99" in failed[0] and f"{half} half" in failed[0]
+
+
+def test_p6_fails_when_e_reads_no_more_than_d(tmp_path):
+    doc = claims.make("P6", project(tmp_path, e_bytes_per_miss=1 << 20), SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert {r.split(":")[1].split()[0] for r in doc["reasons"] if r.startswith("failed:")} == {
+        "/values/high_r/e_reads_more", "/values/low_r/e_reads_more"}
+
+
+def test_p6_fails_when_e_does_not_complete_at_low_r(tmp_path):
+    doc = claims.make("P6", project(tmp_path, e_status="failed"), SETTINGS)
+    assert doc["verdict"] == "fail" and any("/values/low_r/e_completes" in r for r in doc["reasons"])
+
+
+def test_p6_a_half_the_campaign_did_not_run_is_insufficient_not_pass(tmp_path):
+    root = project(tmp_path)
+    p = root / "results" / "pager_model.parquet"
+    df = pd.read_parquet(p)
+    df[df["r"] != 0.25].to_parquet(p, index=False)
+    doc = claims.make("P6", root, SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence"
+    assert any(r.startswith("low (r <= 0.375) half: the campaign ran no r in it") for r in doc["reasons"])
+
+
+def test_p6_a_latency_that_cannot_be_compared_is_insufficient(tmp_path):
+    doc = claims.make("P6", project(tmp_path, e_p99=lambda r: 0 if r == 0.75 else 4000), SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence"
+    assert any("e_lower_fault_p99 cannot be judged at r=0.75" in r for r in doc["reasons"])
 
 
 def test_p10_fails_when_e_does_not_complete(tmp_path):

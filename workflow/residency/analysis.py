@@ -4,8 +4,8 @@
 configured shape), at the capacity the pager really had (`budget_chunks`, after its
 window was paid from the budget) and at the nominal capacity floor(r*T_repr/chunk), and
 cross-checks the trace-based count against the cyclic-scan closed form.
-`determinism_table` groups repetitions of one cell and compares their trace digests;
-where they differ it says where and by how much.
+`determinism_table` groups repetitions of one cell and compares their trace digests and
+their access outcomes; where traces differ it says where and by how much.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ from . import atomic, belady, lineage
 from . import trace as trace_mod
 from .identity import sha256_file
 
-CELL_KEYS = ["campaign", "arm", "r", "threads", "compute_us", "signal"]
+CELL_KEYS = ["campaign", "arm", "r", "threads", "compute_us", "signal", "sync", "jitter_us"]
+SYNTHETIC_KEYS = ("threads", "compute_us", "signal", "sync", "jitter_us")  # a synthetic run's cell beyond arm and r
 # carried through for claim scopes
 IDENTITY = ["engine_sha256", "region_sha256", "config_digest", "llama_commit", "llama_build_sha256"]
 
 OPT_SCHEMA = pa.schema([
     ("campaign", pa.string()), ("arm", pa.string()), ("arm_letter", pa.string()),
     ("r", pa.float64()), ("rep", pa.int32()), ("threads", pa.int32()),
-    ("compute_us", pa.int32()), ("signal", pa.string()), ("status", pa.string()),
+    ("compute_us", pa.int32()), ("signal", pa.string()), ("sync", pa.string()), ("jitter_us", pa.int32()),
+    ("status", pa.string()),
     ("accesses", pa.int64()), ("misses", pa.int64()),
     ("capacity_chunks", pa.int64()),          # the pager's capacity (budget_chunks)
     ("nominal_capacity_chunks", pa.int64()),  # floor(budget_bytes / chunk_bytes)
@@ -46,11 +48,15 @@ OPT_SCHEMA = pa.schema([
 DETERMINISM_SCHEMA = pa.schema([
     ("campaign", pa.string()), ("arm", pa.string()), ("r", pa.float64()),
     ("threads", pa.int32()), ("compute_us", pa.int32()), ("signal", pa.string()),
+    ("sync", pa.string()), ("jitter_us", pa.int32()),
     ("reps", pa.int32()), ("reps_ok", pa.int32()),
     ("distinct_traces", pa.int32()),
     ("identical", pa.bool_()),
+    ("distinct_outcomes", pa.int32()),     # distinct access outcomes (step, chunk, miss): trace.py
+    ("outcomes_identical", pa.bool_()),
     ("misses_min", pa.int64()), ("misses_max", pa.int64()),
     ("evictions_min", pa.int64()), ("evictions_max", pa.int64()),
+    ("demand_fills_min", pa.int64()), ("demand_fills_max", pa.int64()),
     ("differing_records", pa.int64()),     # between the first two distinct traces
     ("first_differing_step", pa.int64()),
 ] + [(c, pa.string()) for c in IDENTITY])
@@ -62,7 +68,7 @@ def _capacity(row) -> int | None:
     return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
 
 
-def opt_table(runs: pd.DataFrame, keys=("threads", "compute_us", "signal"), cyclic=True,
+def opt_table(runs: pd.DataFrame, keys=SYNTHETIC_KEYS, cyclic=True,
               identity=IDENTITY, step_held=False) -> pd.DataFrame:
     """OPT per run from its own trace. `cyclic`: the trace is a plain cyclic chunk scan, so
     the closed form applies as a cross-check (the synthetic study). `step_held`: also MIN
@@ -117,6 +123,8 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
     for key, grp in runs.groupby(CELL_KEYS, dropna=False, sort=True):
         ok = grp[grp["status"] == "ok"]
         digests = list(dict.fromkeys(ok["trace_sha256"].dropna()))
+        outcomes = {trace_mod.read(Path(d) / "trace.bin").outcomes_sha256()
+                    for d in ok["run_dir"] if (Path(d) / "trace.bin").exists()}
         differing = first = None
         if len(digests) > 1:
             a = ok[ok["trace_sha256"] == digests[0]].iloc[0]["run_dir"]
@@ -129,10 +137,14 @@ def determinism_table(runs: pd.DataFrame) -> pd.DataFrame:
             "reps": len(grp), "reps_ok": len(ok),
             "distinct_traces": len(digests),
             "identical": len(digests) == 1 and len(ok) == len(grp),
+            "distinct_outcomes": len(outcomes),
+            "outcomes_identical": len(outcomes) == 1 and len(ok) == len(grp),
             "misses_min": ok["misses"].min() if len(ok) else None,
             "misses_max": ok["misses"].max() if len(ok) else None,
             "evictions_min": ok["evictions"].min() if len(ok) else None,
             "evictions_max": ok["evictions"].max() if len(ok) else None,
+            "demand_fills_min": ok["demand_fills"].min() if len(ok) else None,
+            "demand_fills_max": ok["demand_fills"].max() if len(ok) else None,
             "differing_records": differing, "first_differing_step": first,
             **{c: ",".join(sorted(grp[c].dropna().unique())) or None for c in IDENTITY},
         })
@@ -158,7 +170,7 @@ def analyse_pager_synthetic(runs_parquet: str | os.PathLike, opt_out: str | os.P
 
 
 MODEL_IDENTITY = ["engine_sha256", "model", "model_sha256", "config_digest", "llama_commit", "llama_build_sha256"]
-MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in ("threads", "compute_us", "signal", *IDENTITY)]
+MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in (*SYNTHETIC_KEYS, *IDENTITY)]
                              + [("valid", pa.bool_()),
                                 # MIN holding each step's chunks until the step ends (belady.py)
                                 ("step_held_min_misses", pa.int64()),

@@ -138,6 +138,29 @@ def scan_args(config: dict, arm: str, r, threads, compute_us, signal) -> str:
                                        ps_content_digests(config)))
 
 
+def stress_jitter_us(config: dict, compute_us) -> int:
+    """The stress jitter lives in the compute phase: a cell without one (compute_us 0, the
+    "concurrency without compute" control) gets none."""
+    return config["pager_synthetic"]["stress"]["jitter_us"] if int(compute_us) > 0 else 0
+
+
+def stress_scan_args(config: dict, arm: str, threads, compute_us, signal) -> str:
+    """The residctl scan flags of one stress cell: the stress ratio, and driver threads kept
+    in step (`step`) or free-running (`none`) with seeded per-thread compute jitter, so the
+    racy signal's race can happen (config/README.md says why)."""
+    s = config["pager_synthetic"]["stress"]
+    return (scan_args(config, arm, s["ratio"], threads, compute_us, signal)
+            + f" --sync {s['sync']} --jitter-us {stress_jitter_us(config, compute_us)} --jitter-seed {s['jitter_seed']}")
+
+
+def stress_meta(config: dict, arm: str, threads, compute_us, signal, rep) -> str:
+    """The --meta flags of a stress cell: its coordinates in the matrix, sync and jitter included."""
+    s = config["pager_synthetic"]["stress"]
+    return harness_meta(config, campaign="stress", arm=arm, r=ratio_str(s["ratio"]), rep=rep, threads=threads,
+                        compute_us=compute_us, signal=signal, sync=s["sync"],
+                        jitter_us=stress_jitter_us(config, compute_us))
+
+
 def harness_meta(config: dict, **kv) -> str:
     return meta_flags(ps_digest(config), kv)
 

@@ -95,6 +95,8 @@ PAGER_SYNTHETIC_SCHEMA = pa.schema(RUN_COLUMNS[:5] + [
     ("threads", pa.int32()),
     ("compute_us", pa.int32()),
     ("signal", pa.string()),
+    ("sync", pa.string()),                # step (a barrier per chunk step) | none (free-running threads)
+    ("jitter_us", pa.int32()),            # most extra compute per thread and step (seeded)
 ] + RUN_COLUMNS[5:10] + [
     ("region_bytes", pa.int64()),         # T_repr of the synthetic region
     ("passes", pa.int32()),
@@ -259,6 +261,9 @@ def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
         "threads": int(meta.get("threads", 1)),
         "compute_us": int(meta.get("compute_us", 0)),
         "signal": meta.get("signal"),
+        # what ran (run.json's config), else what the cell asked for; older runs: lockstep
+        "sync": run.get("config", {}).get("sync") or meta.get("sync") or "step",
+        "jitter_us": int(run.get("config", {}).get("jitter_us", meta.get("jitter_us", 0))),
         "region_bytes": _int(run.get("region", {}).get("bytes")),
         "passes": _int(run.get("config", {}).get("passes")),
         "accesses_after_cold": acc_after,

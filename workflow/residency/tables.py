@@ -43,8 +43,8 @@ def _markdown(df: pd.DataFrame, caption: str) -> str:
 
 
 def pager_synthetic_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
-    """Per arm and r (main campaign): demand miss rate, bytes per pass against OPT's,
-    wall time, cgroup peak and limit. OPT is at each run's own capacity (the pager's
+    """Per arm and r (main campaign): demand miss rate, evictions, bytes per pass against
+    OPT's, wall time, cgroup peak and limit. OPT is at each run's own capacity (the pager's
     budget_chunks; floor(r*T/chunk) for arm A)."""
     runs = pd.read_parquet(runs_parquet)
     opt = pd.read_parquet(opt_parquet)[["run_dir", "opt_misses", "capacity_chunks"]]
@@ -56,7 +56,7 @@ def pager_synthetic_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
         reps=("rep", "count"), ok=("status", lambda s: int((s == "ok").sum())),
         capacity_chunks=("capacity_chunks", "max"),
         miss_rate=("miss_rate", "mean"), misses=("misses", "mean"), opt_misses=("opt_misses", "mean"),
-        bytes_per_pass=("bytes_per_pass", "mean"), opt_bytes_per_pass=("opt_bytes_per_pass", "mean"),
+        evictions=("evictions", "mean"), bytes_per_pass=("bytes_per_pass", "mean"), opt_bytes_per_pass=("opt_bytes_per_pass", "mean"),
         wall_ms=("wall_ns", lambda s: s.mean() / 1e6), peak_mib=("peak_bytes", lambda s: s.max() / 2**20),
         limit_mib=("limit_bytes", lambda s: s.max() / 2**20),
     ).reset_index()

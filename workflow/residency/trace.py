@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 
@@ -38,6 +39,15 @@ class Trace:
     def reference_steps(self) -> list[int]:
         """The step of each access of `reference()`."""
         return self.accesses["step"].astype(np.int64).tolist()
+
+    def outcomes_sha256(self) -> str:
+        """Digest of the access outcomes (step, chunk, miss) in order: what the policy's
+        decisions did to the workload, without the fill, eviction and signal records, whose
+        step stamps follow the pager's cursor (with free-running drivers, timing moves them
+        even for a policy that ignores the signal)."""
+        acc = self.accesses
+        rows = np.stack([acc["step"], acc["chunk"], acc["flags"] & FLAG_MISS]).T.astype("<u4")
+        return hashlib.sha256(rows.tobytes()).hexdigest()
 
     def misses_per_pass(self) -> list[int]:
         acc = self.accesses

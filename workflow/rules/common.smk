@@ -44,6 +44,8 @@ budget_bytes = partial(cells.budget_bytes, config)
 scan_args = partial(cells.scan_args, config)
 harness_meta = partial(cells.harness_meta, config)
 PS_DIGESTS = list(filter(None, [cells.ps_content_digests(config)]))  # [] when content_check is off
+stress_scan_args = partial(cells.stress_scan_args, config)
+stress_meta = partial(cells.stress_meta, config)
 MAIN_CELLS = cells.main_cells(config)
 STRESS_CELLS = cells.stress_cells(config)
 

@@ -82,9 +82,8 @@ rule pager_stress_cell:
     params:
         dir=lambda w, output: run_dir(output),
         budget=budget_bytes(PS["stress"]["ratio"]),
-        scan=lambda w: scan_args(w.arm, PS["stress"]["ratio"], w.threads, w.compute, w.signal),
-        meta=lambda w: harness_meta(campaign="stress", arm=w.arm, r=ratio_str(PS["stress"]["ratio"]),
-                                    rep=w.rep, threads=w.threads, compute_us=w.compute, signal=w.signal),
+        scan=lambda w: stress_scan_args(w.arm, w.threads, w.compute, w.signal),
+        meta=lambda w: stress_meta(w.arm, w.threads, w.compute, w.signal, w.rep),
         cgroup=config["harness"]["cgroup"],
         config_digest=PS_DIGEST,
     log:

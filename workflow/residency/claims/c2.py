@@ -1,12 +1,15 @@
 """C2 (reference 004 §5.3, Table 6): the matched source campaign.
 
 One model, prompt, cache policy and budget; only the source changes. P (buffered) is
-judged by the prespecified admission predicate; every D and F cell must be oracle-exact
-and admissible; F/D complete wall is the geometric mean over the counterbalanced pairs
-with its 95% paired-log t interval, and F is faster only if the interval excludes 1.
+judged by the prespecified admission predicate and must fail it while exact (the
+reference's headline: direct ownership changes the admission outcome); every D and F
+cell must be oracle-exact and admissible; F/D complete wall is the geometric mean over
+the counterbalanced pairs with its 95% paired-log t interval, and F is faster only if
+the interval excludes 1.
 Also: F/D exposed-source-wait and decode-rate ratios, physical source bytes per output
-(ratio 1.0 expected), and F's lifecycle ledger (submissions = completions, peak depth,
-dynamic allocations after start, windows free at every close).
+(ratio 1.0 expected), and F's lifecycle ledger (submissions = completions, peak depth
+equal to its windows: every window in flight at once, dynamic allocations after start,
+windows free at every close).
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ def compute(frames, settings) -> ClaimResult:
         "f_balanced": [c["source_submissions"] is not None and c["source_submissions"] == c["source_completions"]
                        and c["source_tickets_outstanding_at_close"] == 0 for c in f_cells],
         "f_peak_depth_max": max((c["source_peak_depth"] or 0 for c in f_cells), default=None),
+        "f_peak_depth_equals_windows": [c["source_peak_depth"] is not None and c["source_peak_depth"] == c["source_windows"]
+                                        for c in f_cells],
         "f_no_dynamic_allocation": [c["source_dynamic_allocations"] == 0 for c in f_cells],
         "windows_free_at_every_close": [c["source_windows_free_at_close"] is not None
                                         and c["source_windows_free_at_close"] == c["source_windows"] for c in df],
@@ -94,15 +99,20 @@ def compute(frames, settings) -> ClaimResult:
     values["cache_held_fixed"] = len(values["cache_chunks"]) == 1 and values["cache_chunks"][0] is not None
     if any(a is None for a in values["d_and_f_admissible"]):
         insufficient.append("a D or F cell ran without a hard host limit: admissibility cannot be judged")
+    if p is not None and p["admissible"] is None:
+        insufficient.append("P ran without a hard host limit: its admission outcome cannot be judged")
     tol = float(settings["c2_bytes_ratio_tolerance"])
     headline = (f"F/D complete wall {fmt(wall['ratio'] if wall else None, '.4f')} over {len(pairs)} pairs, 95% "
                 f"paired-log t [{fmt(wall['low'] if wall else None, '.4f')}, {fmt(wall['high'] if wall else None, '.4f')}]"
                 f"; P admissible: {values['p']['admissible'] if p else 'n/a'} "
                 f"({values['p']['limit_events_total'] if p else 'n/a'} limit events); bytes/output F/D "
-                f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}.")
+                f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}; F peak depth "
+                f"{values['f_peak_depth_max']} of {max((c['source_windows'] or 0 for c in f_cells), default='n/a')} windows.")
     assertions = [
         Assertion("/values/cache_held_fixed", "eq", True, why="P, D and F hold the same cache capacity (chunks)"),
         Assertion("/values/p/exact", "eq", True, why="P is oracle-exact"),
+        Assertion("/values/p/admissible", "eq", False,
+                  why="P fails the admission predicate (direct ownership changes the admission outcome)"),
         Assertion("/values/d_and_f_exact", "all_true", why="every D and F cell is oracle-exact"),
         Assertion("/values/d_and_f_admissible", "all_true",
                   why="every D and F cell passes the admission predicate (headroom > 0, no limit event, no OOM kill)"),
@@ -110,6 +120,8 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/physical_bytes_per_output_f_over_d", "approx", 1.0, tolerance=tol,
                   why="D and F read the same physical source bytes per output"),
         Assertion("/values/f_balanced", "all_true", why="F: submissions = completions, no ticket outstanding"),
+        Assertion("/values/f_peak_depth_equals_windows", "all_true",
+                  why="F: peak in-flight depth equal to its windows (every window in flight at once)"),
         Assertion("/values/f_no_dynamic_allocation", "all_true", why="F: no dynamic allocation on the read path"),
         Assertion("/values/windows_free_at_every_close", "all_true", why="every window free at every close"),
         Assertion("/values/eq1_holds", "all_true", why="eq. 1: managed bytes exceed the host cap minus the reserve"),

@@ -3,6 +3,12 @@
 With the exact consumption signal (all-threads-finished), arm D's demand misses should
 equal Belady's OPT on the run's own reference trace at the same capacity: D/OPT = 1.00 in
 every cell. If it does not, the claim fails and says by how much.
+
+Asserted on the lockstep cells (`sync: step`, a barrier per chunk step: the main campaign),
+where the exact signal is delivered before any thread starts the next chunk, as in a
+layer-synchronous thread pool. In the free-running stress cells (`sync: none`, built for P5)
+the signal trails the fastest driver thread by construction, so the policy decides on a
+cursor that lags the workload; their D/OPT is reported (`free_running`), not asserted.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ INPUTS = {"opt": "results/pager_synthetic_opt.parquet"}
 
 def compute(frames, settings) -> ClaimResult:
     opt = frames["opt"]
-    d = opt[(opt["arm"] == PAGER_DECLARED) & (opt["signal"] == "all-threads-finished")]
-    d = d.sort_values(["campaign", "r", "threads", "compute_us", "rep"])
+    exact = opt[(opt["arm"] == PAGER_DECLARED) & (opt["signal"] == "all-threads-finished")]
+    d = exact[exact["sync"] == "step"].sort_values(["campaign", "r", "threads", "compute_us", "rep"])
+    free = exact[exact["sync"] != "step"]
     insufficient = []
     if d.empty:
-        insufficient.append("no arm D runs with the all-threads-finished signal")
+        insufficient.append("no lockstep arm D runs with the all-threads-finished signal")
     cells = []
     for _, row in d.iterrows():
         cells.append({
@@ -46,10 +53,14 @@ def compute(frames, settings) -> ClaimResult:
         "d_over_opt_max": max(ratios) if ratios else None,
         "excess_misses_max": max((c["misses"] - c["opt_misses"] for c in cells
                                   if c["misses"] is not None and c["opt_misses"] is not None), default=None),
+        "free_running": {"runs": len(free), "d_over_opt_min": as_float(free["d_over_opt"].min()),
+                         "d_over_opt_max": as_float(free["d_over_opt"].max())},
     }
-    headline = (f"Arm D (declared order, exact signal) over {len(cells)} runs: D/OPT from "
+    fr = values["free_running"]
+    headline = (f"Arm D (declared order, exact signal) over {len(cells)} lockstep runs: D/OPT from "
                 f"{fmt(values['d_over_opt_min'])} to {fmt(values['d_over_opt_max'])} "
-                f"(at most {values['excess_misses_max']} misses above Belady).")
+                f"(at most {values['excess_misses_max']} misses above Belady); free-running stress runs "
+                f"(reported, not asserted): {fr['runs']}, D/OPT {fmt(fr['d_over_opt_min'])}-{fmt(fr['d_over_opt_max'])}.")
     assertions = [
         Assertion("/values/runs_ok", "all_true", why="every arm D run completed and verified its bytes"),
         Assertion("/values/opt_matches_closed_form", "all_true",
