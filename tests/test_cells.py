@@ -279,3 +279,31 @@ def test_missing_user_model_is_one_line(cfg, tmp_path):
     assert cells.missing_model(c) is None
     assert cells.existing(str(tmp_path / "big.gguf")) == [str(tmp_path / "big.gguf")]
     assert cells.existing(str(tmp_path / "nope.gguf")) == []
+
+
+def test_reclaim_cells_pair_the_pager_with_and_without_protection(cfg):
+    assert cells.reclaim_cells(cfg) == [f"results/runs/reclaim/{a}/rep{k}/harness.json"
+                                        for k in (1, 2, 3) for a in ("unprotected", "protected")]
+    base = (f"--region {REGION} --seed 1 --arm pager-declared --chunk-size 2097152 --passes 3 --threads 1 "
+            "--compute-us 0 --signal all-threads-finished --watchdog-s 600 --budget-bytes 67108864 --source direct "
+            f"--prefetch-depth 2 {REGION_DIGESTS}")
+    assert cells.reclaim_scan_args(cfg, "unprotected") == base
+    assert cells.reclaim_scan_args(cfg, "protected") == base + " --protect"
+    with pytest.raises(ValueError):
+        cells.reclaim_scan_args(cfg, "half")
+    assert cells.reclaim_harness_args(cfg) == ("--budget-bytes 67108864 --reclaim-fraction 0.5 "
+                                               "--swap-bytes 268435456 --swap-dir results/swap")
+    digest = cells.reclaim_digest(cfg)
+    assert cells.reclaim_meta(cfg, "protected", 2) == (
+        "--meta campaign=reclaim --meta arm=pager-declared --meta protection=protected --meta r=0.5 --meta rep=2"
+        f" --meta config_digest={digest}")
+    # its digest follows the synthetic study and its own section, and nothing else's
+    c = copy.deepcopy(cfg)
+    c["reclaim"]["pressure_fraction"] = 0.4
+    assert cells.reclaim_digest(c) != digest and cells.ps_digest(c) == PS_DIGEST
+    c = copy.deepcopy(cfg)
+    c["pager_synthetic"]["seed"] = 2
+    assert cells.reclaim_digest(c) != digest
+    c = copy.deepcopy(cfg)
+    c["pager_model"]["tokens"] = 8
+    assert cells.reclaim_digest(c) == digest

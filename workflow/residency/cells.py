@@ -125,14 +125,15 @@ def budget_bytes(config: dict, r) -> int:
     return int(float(r) * config["pager_synthetic"]["region_bytes"])
 
 
-def scan_args(config: dict, arm: str, r, threads, compute_us, signal) -> str:
-    """The residctl scan flags of one cell (the run directory is added by the rule)."""
+def scan_args(config: dict, arm: str, r, threads, compute_us, signal, passes=None, watchdog_s=None) -> str:
+    """The residctl scan flags of one cell (the run directory is added by the rule); passes
+    and watchdog default to the synthetic study's."""
     ps = config["pager_synthetic"]
     args = [
         f"--region {region(config)}", f"--seed {ps['seed']}", f"--arm {arm}",
-        f"--chunk-size {ps['chunk_bytes']}", f"--passes {ps['passes']}",
+        f"--chunk-size {ps['chunk_bytes']}", f"--passes {passes or ps['passes']}",
         f"--threads {threads}", f"--compute-us {compute_us}", f"--signal {signal}",
-        f"--watchdog-s {ps['watchdog_s']}",
+        f"--watchdog-s {watchdog_s or ps['watchdog_s']}",
     ]
     return " ".join(args + pager_flags(ps, arm, budget_bytes(config, r), ps["source"], [],
                                        ps_content_digests(config)))
@@ -410,3 +411,49 @@ def ms_meta(config: dict, cell: str, inventory) -> str:
         campaign="matched", arm=ms["policy"], source_arm=arm, block=block, order=order,
         position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1,
         t_repr_bytes=pm_t_repr(inventory), reserve_bytes=ms["reserve_bytes"]))
+
+
+# ---- reclaim authority (reference 000, claim 3) --------------------------------------------
+
+RECLAIM_RUNS = "results/runs/reclaim"
+RECLAIM_ARMS = ("unprotected", "protected")
+SWAP_DIR = "results/swap"
+
+
+def reclaim_digest(config: dict) -> str:
+    """The reclaim cells depend on the synthetic study (region, chunk size, source, the
+    calibrated O) and their own section."""
+    return digest(run_sections(config) | {"pager_synthetic": config["pager_synthetic"], "reclaim": config["reclaim"]})
+
+
+def reclaim_cells(config: dict) -> list[str]:
+    rc = config["reclaim"]
+    return [f"{RECLAIM_RUNS}/{arm}/rep{k}/harness.json" for k in _reps(rc["reps"]) for arm in RECLAIM_ARMS]
+
+
+def reclaim_budget(config: dict) -> int:
+    return budget_bytes(config, config["reclaim"]["ratio"])
+
+
+def reclaim_scan_args(config: dict, protection: str) -> str:
+    """The scan of a reclaim cell: the synthetic study's arm at the reclaim ratio, its own
+    passes and watchdog, and --protect in the protected arm."""
+    if protection not in RECLAIM_ARMS:
+        raise ValueError(f"reclaim arm {protection!r} not in {RECLAIM_ARMS}")
+    rc = config["reclaim"]
+    args = scan_args(config, rc["arm"], rc["ratio"], 1, 0, "all-threads-finished", rc["passes"], rc["watchdog_s"])
+    return args + (" --protect" if protection == "protected" else "")
+
+
+def reclaim_harness_args(config: dict) -> str:
+    """The harness flags that make a cell a reclaim cell: pressure at O + fraction x budget,
+    and a swap file for the cell only."""
+    rc = config["reclaim"]
+    return (f"--budget-bytes {reclaim_budget(config)} --reclaim-fraction {rc['pressure_fraction']}"
+            f" --swap-bytes {rc['swap_bytes']} --swap-dir {SWAP_DIR}")
+
+
+def reclaim_meta(config: dict, protection: str, rep) -> str:
+    rc = config["reclaim"]
+    return meta_flags(reclaim_digest(config), {"campaign": "reclaim", "arm": rc["arm"], "protection": protection,
+                                               "r": ratio_str(rc["ratio"]), "rep": rep})

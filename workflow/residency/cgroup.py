@@ -39,6 +39,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import reclaim
+
 
 class CgroupUnavailable(RuntimeError):
     """No memory cgroup can be created here; the message says why, in one line."""
@@ -194,10 +196,12 @@ class Authority:
 class Cgroup:
     """A fresh child memory cgroup for one run."""
 
-    def __init__(self, loc: Location, limit_bytes: int | None, name: str | None = None):
+    def __init__(self, loc: Location, limit_bytes: int | None, name: str | None = None,
+                 high_bytes: int | None = None):
         self.version = loc.version
         self.parent = loc.parent
         self.limit_bytes = limit_bytes
+        self.high_bytes = high_bytes  # a reclaim cell's pressure (reclaim.configure), swap available
         self.path = loc.parent / (name or f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.authority = Authority()
         try:
@@ -206,9 +210,14 @@ class Cgroup:
             raise CgroupUnavailable(f"cannot create {self.path}: {exc.strerror}") from None
         self._pressure_fds: tuple[int, int] | None = None
         try:
-            self._configure()
-            if self.limit_bytes is not None:
-                self.authority = self._read_back()
+            if self.high_bytes is not None:
+                reclaim.configure(self.path, self.version, self.high_bytes, self.limit_bytes, _write)
+                self.authority = Authority(swap_total_bytes=swap_total_bytes(), reasons=[
+                    f"reclaim cell: pressure at {self.high_bytes} bytes with swap available to the cgroup, by design"])
+            else:
+                self._configure()
+                if self.limit_bytes is not None:
+                    self.authority = self._read_back()
             if self.version == 1:
                 self._listen_pressure()
         except Exception:

@@ -53,9 +53,13 @@ def _cmd_region_identity(a) -> int:
 def _cmd_gather(a) -> int:
     from . import gather
 
-    if a.study == "pager-synthetic":
+    if a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
-        t = gather.gather_pager_synthetic(a.run_dirs, a.region_identity, a.out, a.llama_identity)
+        if a.study == "reclaim":
+            from .gather_reclaim import gather_reclaim as fn
+        else:
+            fn = gather.gather_pager_synthetic
+        t = fn(a.run_dirs, a.region_identity, a.out, a.llama_identity)
     else:
         _need(a, "oracle", "model_identity")
         fn = gather.gather_pager_model if a.study == "pager-model" else gather.gather_matched_source
@@ -85,7 +89,8 @@ def _cmd_figure(a) -> int:
     from . import figures
 
     draw = {"02": figures.fig02_miss_rate_vs_optimal, "06": figures.fig06_real_model_bytes,
-            "07": figures.fig07_throughput_scaling, "08": figures.fig08_matched_source_pairs}[a.figure]
+            "07": figures.fig07_throughput_scaling, "08": figures.fig08_matched_source_pairs,
+            "04": figures.fig04_reclaim_authority}[a.figure]
     draw(a.runs, a.opt, a.out_stem)
     return 0
 
@@ -209,6 +214,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--meta", action="append", help="key=value recorded in harness.json (repeatable)")
     s.add_argument("--drop-cache", action="append", default=[],
                    help="drop this file's clean page cache before the run (repeatable)")
+    s.add_argument("--reclaim-fraction", type=float, default=None,
+                   help="a reclaim cell (P3): pressure at O + this fraction of the budget, swap available")
+    s.add_argument("--swap-bytes", type=int, default=None, help="reclaim cell: the swap file it turns on")
+    s.add_argument("--swap-dir", default=None, help="reclaim cell: where the swap file is made")
     s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- residctl ...")
     s.set_defaults(func=_cmd_run)
 
@@ -232,8 +241,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_region_identity)
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source"])
-    s.add_argument("--region-identity", help="pager-synthetic: the region's identity record")
+    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim"])
+    s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
     s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
@@ -249,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_analyse)
 
     s = sub.add_parser("figure", help="draw a figure from Parquet")
-    s.add_argument("figure", choices=["02", "06", "07", "08"])
+    s.add_argument("figure", choices=["02", "04", "06", "07", "08"])
     s.add_argument("--runs", required=True)
     s.add_argument("--opt", default=None, help="the OPT table (figures 02, 06, 07)")
     s.add_argument("--out-stem", required=True, help="path without extension; .png and .pdf are written")

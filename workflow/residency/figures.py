@@ -186,3 +186,60 @@ def fig08_matched_source_pairs(runs_parquet, _unused, stem) -> None:
     fig.suptitle(f"Figure 08. Matched source pairs on {model}: same model, prompt, cache policy, "
                  "cache size and host limit; only the source changes", fontsize=10)
     _save(fig, stem)
+
+
+RECLAIM_ARMS = (("unprotected", "#d62728"), ("protected", "#1f77b4"))
+
+
+def _reclaim_bars(ax, df: pd.DataFrame, metrics: list[tuple[str, str]], scale: float, ylabel: str) -> None:
+    """Grouped bars per metric, one per arm: the mean over the arm's cells, whiskers min..max;
+    a metric this cgroup version lacks (all null) is marked n/a, never drawn as zero."""
+    from matplotlib.patches import Patch
+
+    w, handles = 0.38, []
+    for k, (arm, color) in enumerate(RECLAIM_ARMS):
+        cells = df[df["protection"] == arm]
+        done = int((cells["status"] == "ok").sum())
+        handles.append(Patch(color=color, label=f"{arm}: {done} of {len(cells)} cells completed"))
+        for i, (col, _) in enumerate(metrics):
+            v = cells[col].dropna().astype(float) / scale
+            x = i + (k - 0.5) * w
+            if v.empty:  # the counter does not exist here, or the cell never wrote it
+                ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color=color)
+                continue
+            ax.bar(x, v.mean(), w, color=color, yerr=[[v.mean() - v.min()], [v.max() - v.mean()]], capsize=2)
+            ax.text(x, v.mean(), f"{v.mean():.3g}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(metrics)), [label for _, label in metrics], fontsize=8)
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1) * 10)  # room for the value labels and the legend
+    ax.set_ylabel(ylabel + " (symlog)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+
+
+def fig04_reclaim_authority(runs_parquet, _unused, stem) -> None:
+    """Figure 04: what the kernel took from the pager's cgroup under pressure, with and
+    without the pager's protection (reference 000, claim 3)."""
+    df = pd.read_parquet(runs_parquet)
+    df = df[df["status"] != "unavailable"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
+    if df.empty:
+        for ax in (ax1, ax2):
+            ax.text(0.5, 0.5, "no reclaim cell could be made on this machine\n(see claims/P3.json)",
+                    ha="center", va="center", transform=ax.transAxes)
+    else:
+        _reclaim_bars(ax1, df, [("swap_peak_bytes", "kernel put to swap\n(peak)"),
+                                ("kernel_reclaimed_bytes", "kernel reclaimed\n(v2 pgsteal)"),
+                                ("pager_evicted_bytes", "pager's own\nevictions")], 2**20, "MiB")
+        _reclaim_bars(ax2, df, [("high_events", "memory.events\nhigh (v2)"), ("pgscan", "pgscan\n(v2)"),
+                                ("failcnt", "failcnt\n(v1)"), ("pressure_events", "vmpressure\n(v1)"),
+                                ("workingset_refault_anon", "anon refaults\n(pages)")], 1, "count")
+    ax1.set_title("(a) bytes taken and freed", fontsize=9)
+    ax2.set_title("(b) the kernel's reclaim counters", fontsize=9)
+    versions = sorted(df["cgroup_version"].dropna().astype(int).unique()) if not df.empty else []
+    pressure = df["pressure_bytes"].dropna()
+    fig.suptitle("Figure 04. Reclaim authority: the pager's cgroup under pressure"
+                 + (f" ({pressure.iloc[0] / 2**20:.0f} MiB" if not pressure.empty else " (")
+                 + f", cgroup v{'/'.join(map(str, versions)) or '?'}, swap available), "
+                 "without and with --protect", fontsize=10)
+    _save(fig, stem)

@@ -460,7 +460,14 @@ def gather_matched_source(run_dirs, oracle_dir, model_identity, out, llama_ident
 TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_dirs"], lin["identity"], lin.get("llama")),
                   "pager-model": lambda lin: pager_model_table(lin["run_dirs"], lin["identity"], lin["oracle"], lin.get("llama")),
                   "matched-source": lambda lin: matched_source_table(lin["run_dirs"], lin["identity"], lin["oracle"],
-                                                                     lin.get("llama"))}
+                                                                     lin.get("llama")),
+                  "reclaim": lambda lin: _reclaim_table(lin)}
+
+
+def _reclaim_table(lin: dict) -> pa.Table:
+    from .gather_reclaim import reclaim_table  # it builds on this module
+
+    return reclaim_table(lin["run_dirs"], lin["identity"], lin.get("llama"))
 
 
 def table_from(lin: dict) -> pa.Table:

@@ -22,6 +22,7 @@ Before it makes a cell's cgroup, the harness removes the ones a killed harness l
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import shutil
@@ -29,11 +30,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import atomic, manifest
-from .cgroup import Cgroup, CgroupUnavailable, locate, sweep_stale
+from . import atomic, manifest, reclaim, swap
+from .cgroup import PAGE, Cgroup, CgroupUnavailable, locate, sweep_stale
 from .identity import sha256_file
 
 SCHEMA_VERSION = 1
@@ -69,6 +70,16 @@ def _clean_dir(out: Path) -> None:
     out.mkdir(parents=True)
 
 
+@dataclass
+class Pressure:
+    """A reclaim cell (P3): the cgroup under `high_bytes` of pressure with a swap file of
+    `swap_bytes` on (in `swap_dir`) for the cell only."""
+
+    high_bytes: int
+    swap_bytes: int
+    swap_dir: str
+
+
 def run(
     cmd: list[str],
     out: str | os.PathLike,
@@ -77,53 +88,30 @@ def run(
     cgroup_parent: str | None = None,
     meta: dict | None = None,
     drop_cache: list[str] | None = None,
+    pressure: Pressure | None = None,
 ) -> dict:
     """Run `cmd` under the host authority and write DIR/harness.json; return its content.
 
     `drop_cache` files have their clean page-cache pages dropped first, so a run starts
-    cold and cannot use cache charged to an earlier run's cgroup beyond its own limit."""
+    cold and cannot use cache charged to an earlier run's cgroup beyond its own limit.
+    `pressure` makes it a reclaim cell (module reclaim)."""
     if not cmd:
         raise HarnessError("no command given after --")
     out = Path(out)
     binary = _resolve(cmd[0])
     engine_sha = sha256_file(binary)
     _clean_dir(out)
-
-    cg = None
-    reason = ""
-    swept: list[str] = []
-    if cgroup_mode != "off":
-        try:
-            loc = locate(cgroup_parent)
-            swept = sweep_stale(loc.parent)
-            cg = Cgroup(loc, limit_bytes)
-        except CgroupUnavailable as exc:
-            reason = str(exc)
-            if cgroup_mode == "required":
-                shutil.rmtree(out, ignore_errors=True)
-                raise HarnessError(f"cgroup required but unavailable: {reason}") from None
-    else:
-        reason = "cgroup disabled by configuration (harness.cgroup: off)"
-
-    for path in drop_cache or []:
-        _drop_page_cache(path)
-
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    t0 = time.monotonic()
-    try:
-        with open(out / STDERR_FILE, "wb") as err:
-            proc = subprocess.Popen(
-                cmd, stdout=subprocess.DEVNULL, stderr=err,
-                preexec_fn=(cg.enter if cg is not None else None),
-            )
-            _, status, rusage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-        wall_s = time.monotonic() - t0
-        counters = cg.counters() if cg is not None else None
-        authority = cg.authority_at_end() if cg is not None else None
-    finally:
-        if cg is not None:
-            cg.remove()
+    if pressure is not None and cgroup_mode != "required":
+        why = _reclaim_unavailable(cgroup_mode, cgroup_parent)
+        if why:
+            return _unavailable_record(out, cmd, binary, engine_sha, meta, why)
+    swept_swap = _sweep_swap(pressure)
+    with _swap_for(pressure, out) as swapfile:
+        cg, reason, swept = _make_cgroup(cgroup_mode, cgroup_parent, limit_bytes, pressure, out)
+        for path in drop_cache or []:
+            _drop_page_cache(path)
+        started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        proc, rusage, wall_s, counters, authority, rc = _execute(cmd, out, cg, pressure)
 
     code = proc.returncode
     stderr_text = (out / STDERR_FILE).read_text(errors="replace")
@@ -141,7 +129,7 @@ def run(
     else:
         status_word = "failed"
 
-    grade, reason = _grade(cg, limit_bytes, authority, reason)
+    grade, reason = _grade(cg, limit_bytes if pressure is None else pressure.high_bytes, authority, reason)
 
     record = {
         "schema_version": SCHEMA_VERSION,
@@ -160,8 +148,11 @@ def run(
             "reason": reason or None,
             "limit_bytes": limit_bytes,
             "cgroup": asdict(counters) if counters else None,
-            "authority": asdict(authority) if authority is not None and limit_bytes is not None else None,
+            "authority": asdict(authority) if authority is not None and (limit_bytes is not None or pressure) else None,
             "swept_cgroups": swept,
+            "swept_swap": swept_swap,
+            "reclaim": rc,
+            "swap": asdict(swapfile) if swapfile else None,
         },
         "stderr_tail": stderr_text.splitlines()[-5:],
         "dropped_cache": list(drop_cache or []),
@@ -170,6 +161,99 @@ def run(
     atomic.write_json(out / HARNESS_FILE, record)
     manifest.write(out)
     return record
+
+
+def _reclaim_unavailable(cgroup_mode: str, cgroup_parent: str | None) -> str | None:
+    """Why a reclaim cell cannot be made here (None: it can)."""
+    if cgroup_mode == "off":
+        return "a reclaim cell needs a cgroup (harness.cgroup is off)"
+    if os.geteuid() != 0:
+        return "a reclaim cell turns a swap file on: swapon needs root (CAP_SYS_ADMIN)"
+    try:
+        locate(cgroup_parent)
+    except CgroupUnavailable as exc:
+        return f"a reclaim cell needs a cgroup: {exc}"
+    return None
+
+
+def _unavailable_record(out: Path, cmd: list[str], binary: Path, engine_sha: str, meta: dict | None, why: str) -> dict:
+    """A reclaim cell this machine cannot make: recorded as such (its claim says why), not run."""
+    record = {"schema_version": SCHEMA_VERSION, "argv": cmd, "engine": {"path": str(binary), "sha256": engine_sha},
+              "meta": meta or {}, "status": "unavailable", "exit_code": None, "term_signal": None,
+              "started_utc": None, "wall_s": None, "rusage": None,
+              "host": {"grade": "unenforced", "reason": why, "limit_bytes": None, "cgroup": None, "authority": None,
+                       "swept_cgroups": [], "swept_swap": [], "reclaim": None, "swap": None},
+              "stderr_tail": [], "dropped_cache": [], "engine_manifest": "absent"}
+    atomic.write_json(out / HARNESS_FILE, record)
+    manifest.write(out)
+    return record
+
+
+def _sweep_swap(pressure: Pressure | None) -> list[str]:
+    """Swap files a killed harness left on (root only: nobody else could have made them)."""
+    if os.geteuid() != 0:
+        return []
+    try:
+        return swap.sweep_stale(pressure.swap_dir if pressure else None)
+    except swap.SwapUnavailable as exc:
+        raise HarnessError(f"a stale swap file cannot be removed: {exc}") from None
+
+
+def _swap_for(pressure: Pressure | None, out: Path):
+    return contextlib.nullcontext(None) if pressure is None else _checked_swap(pressure, out)
+
+
+@contextlib.contextmanager
+def _checked_swap(pressure: Pressure, out: Path):
+    """The reclaim cell's swap file, on for the cell only (module swap)."""
+    try:
+        with swap.temporary_swap(pressure.swap_dir, pressure.swap_bytes) as sw:
+            yield sw
+    except swap.SwapUnavailable as exc:
+        shutil.rmtree(out, ignore_errors=True)
+        raise HarnessError(f"reclaim cell needs a swap file: {exc}") from None
+
+
+def _make_cgroup(mode: str, parent: str | None, limit_bytes: int | None, pressure: Pressure | None,
+                 out: Path) -> tuple[Cgroup | None, str, list[str]]:
+    """(the cell's cgroup or None, why none, the stale cgroups swept first)."""
+    if mode == "off":
+        if pressure is not None:
+            raise HarnessError("a reclaim cell needs a cgroup (harness.cgroup is off)")
+        return None, "cgroup disabled by configuration (harness.cgroup: off)", []
+    try:
+        loc = locate(parent)
+        swept = sweep_stale(loc.parent)
+        cg = Cgroup(loc, limit_bytes) if pressure is None else Cgroup(loc, limit_bytes, high_bytes=pressure.high_bytes)
+        return cg, "", swept
+    except CgroupUnavailable as exc:
+        if mode == "required" or pressure is not None:
+            shutil.rmtree(out, ignore_errors=True)
+            raise HarnessError(f"cgroup required but unavailable: {exc}") from None
+        return None, str(exc), []
+
+
+def _execute(cmd: list[str], out: Path, cg: Cgroup | None, pressure: Pressure | None):
+    """Run the command inside the cgroup; read its counters; always remove the cgroup."""
+    sampler = reclaim.Sampler(cg.path, cg.version) if (cg is not None and pressure) else None
+    t0 = time.monotonic()
+    try:
+        with open(out / STDERR_FILE, "wb") as err, (sampler or contextlib.nullcontext()):
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=err,
+                preexec_fn=(cg.enter if cg is not None else None),
+            )
+            _, status, rusage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        wall_s = time.monotonic() - t0
+        counters = cg.counters() if cg is not None else None
+        authority = cg.authority_at_end() if cg is not None else None
+        rc = (reclaim.as_record(reclaim.read(cg.path, cg.version, pressure.high_bytes, PAGE, sampler.peaks))
+              if sampler else None)
+    finally:
+        if cg is not None:
+            cg.remove()
+    return proc, rusage, wall_s, counters, authority, rc
 
 
 def _grade(cg: Cgroup | None, limit_bytes: int | None, authority, reason: str) -> tuple[str, str]:
@@ -207,13 +291,27 @@ def limit_from(budget_bytes: int | None, overhead_file: str | None, limit_bytes:
     return budget_bytes + o, {"overhead_bytes": o, "budget_bytes": budget_bytes}
 
 
+def pressure_from(args, extra: dict) -> Pressure | None:
+    """A reclaim cell's pressure: O + fraction * budget (O and the budget as for its limit)."""
+    if args.reclaim_fraction is None:
+        return None
+    if not 0 < args.reclaim_fraction < 1 or "overhead_bytes" not in extra:
+        raise HarnessError("--reclaim-fraction needs a value in (0, 1), --budget-bytes and --overhead")
+    if not args.swap_bytes or not args.swap_dir:
+        raise HarnessError("--reclaim-fraction needs --swap-bytes and --swap-dir")
+    high = extra["overhead_bytes"] + int(args.reclaim_fraction * extra["budget_bytes"])
+    extra.update(reclaim_high_bytes=high, reclaim_fraction=args.reclaim_fraction)
+    return Pressure(high_bytes=high, swap_bytes=args.swap_bytes, swap_dir=args.swap_dir)
+
+
 def main_run(args) -> int:
     try:
         limit, extra = limit_from(args.budget_bytes, args.overhead, args.limit_bytes)
+        pressure = pressure_from(args, extra)
         meta = dict(kv.split("=", 1) for kv in (args.meta or []))
         meta.update(extra)
         rec = run(args.cmd, args.out, limit, args.cgroup, args.cgroup_parent, meta=meta,
-                  drop_cache=args.drop_cache)
+                  drop_cache=args.drop_cache, pressure=pressure)
     except HarnessError as exc:
         print(f"residency run: error: {exc}", file=sys.stderr)
         return 2

@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 # Campaigns that borrow another campaign's design: the matched source campaign runs the
-# model, prompt and token count of pager_model.
-ALSO_USES = {"matched_source": ("pager_model",)}
+# model, prompt and token count of pager_model; the reclaim cells the synthetic study's
+# region, chunk size, source and calibration.
+ALSO_USES = {"matched_source": ("pager_model",), "reclaim": ("pager_synthetic",)}
 
 
 def campaigns_of(input_paths: list[str], config: dict) -> tuple[list[str], list[str]]:

@@ -63,6 +63,17 @@ wildcard_constraints:
     compute=r"\d+",
 
 
+# ---- reclaim authority (reference 000, claim 3) -------------------------------------------
+
+RECLAIM = config["reclaim"]
+RECLAIM_DIGEST = cells.reclaim_digest(config)
+RECLAIM_CELLS = cells.reclaim_cells(config)
+RECLAIM_RUNS = cells.RECLAIM_RUNS
+reclaim_scan_args = partial(cells.reclaim_scan_args, config)
+reclaim_meta = partial(cells.reclaim_meta, config)
+RECLAIM_HARNESS = cells.reclaim_harness_args(config)
+
+
 # ---- the real-model pager study (reference 000 on llama.cpp) ------------------------------
 
 PM = config["pager_model"]

@@ -2,7 +2,7 @@
 
 FIGURES = [
     f"figures/{stem}.{ext}"
-    for stem in ("02-miss-rate-vs-optimal", "06-real-model-bytes", "07-throughput-scaling",
+    for stem in ("02-miss-rate-vs-optimal", "04-reclaim-authority", "06-real-model-bytes", "07-throughput-scaling",
                  "08-matched-source-pairs")
     for ext in ("png", "pdf")
 ]
@@ -61,3 +61,20 @@ rule figure_08:
         CONDA_ENV
     shell:
         "residency figure 08 --runs {input.runs} --out-stem {params.stem} 2> {log}"
+
+
+rule figure_04:
+    input:
+        runs="results/reclaim.parquet",
+        code=residency_code("figures.py"),
+    output:
+        "figures/04-reclaim-authority.png",
+        "figures/04-reclaim-authority.pdf",
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/figure-04.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency figure 04 --runs {input.runs} --out-stem {params.stem} 2> {log}"

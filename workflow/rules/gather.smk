@@ -59,3 +59,22 @@ rule gather_matched_source:
     shell:
         "residency gather matched-source --oracle {params.oracle} --model-identity {input.identity}"
         " --llama-identity {input.llama} --out {output} {params.dirs} 2> {log}"
+
+
+rule gather_reclaim:
+    input:
+        runs=RECLAIM_CELLS,
+        region=REGION_IDENTITY,
+        llama=LLAMA_IDENTITY,
+        code=residency_code("gather.py", "gather_reclaim.py", "manifest.py", "lineage.py", "arms.py", "llama_build.py"),
+    output:
+        "results/reclaim.parquet",
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+    log:
+        f"{LOGS}/gather-reclaim.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency gather reclaim --region-identity {input.region} --llama-identity {input.llama}"
+        " --out {output} {params.dirs} 2> {log}"

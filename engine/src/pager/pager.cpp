@@ -188,6 +188,7 @@ Pager::~Pager() {
       ::munmap(base_ + p * page_, (q - p) * page_);
     });
     if (mapped_bytes_ > registered_bytes_) ::munmap(base_ + registered_bytes_, mapped_bytes_ - registered_bytes_);
+    if (cfg_.protect) ::munlockall();
   }
   if (evfd_ >= 0) ::close(evfd_);
 }

@@ -117,9 +117,11 @@ struct PagerConfig {
   // Content identity (drivers/content_digests.hpp): per chunk, the XXH64 of its file bytes;
   // every fill is checked against it before it is published. Empty: no check.
   std::vector<uint64_t> chunk_digests;
-  // Reclaim authority (reference 000, claim 3): the region is mlocked on fault
-  // (mlock2 MLOCK_ONFAULT), so the kernel cannot reclaim or swap a resident chunk; only the
-  // pager's own evictions (MADV_DONTNEED_LOCKED) free memory.
+  // Reclaim authority (reference 000, claim 3): the process's memory is locked on fault
+  // (mlockall MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT: the region and everything else the
+  // process maps, so a reclaim counter of its cgroup isolates the pager), and the kernel can
+  // reclaim or swap none of it; only the pager's own evictions (MADV_DONTNEED_LOCKED) free
+  // memory. The destructor unlocks the process (one pager per process).
   bool protect = false;
 };
 

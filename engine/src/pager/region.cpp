@@ -53,12 +53,13 @@ void Pager::map_region() {
   // copied whole (a move that fell back to COPY).
   if (cfg_.huge == HugeChunks::Off) ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
   if (cfg_.huge == HugeChunks::Move) ::madvise(base_, mapped_bytes_, MADV_HUGEPAGE);
-  // --protect: every page the pager fills is locked; only its own evictions free them.
-  if (cfg_.protect && ::mlock2(base_, registered_bytes_, MLOCK_ONFAULT) != 0) {
+  // --protect: every page the process faults in is locked, the region's included; only the
+  // pager's evictions free them.
+  if (cfg_.protect && ::mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
     const int e = errno;
     ::munmap(base_, mapped_bytes_);
     ::close(evfd_);
-    throw InputError("--protect: mlock2(MLOCK_ONFAULT) of the pager region failed (" + errno_name(e) +
+    throw InputError("--protect: mlockall(MCL_ONFAULT) failed (" + errno_name(e) +
                      "): raise RLIMIT_MEMLOCK (ulimit -l) or run without --protect");
   }
   // Beyond the file's last page there is no data: an access there is a bug, make it fault.

@@ -15,6 +15,8 @@
 #include <optional>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <barrier>
 #include <chrono>
 #include <random>
@@ -868,27 +870,48 @@ TEST(TSuite, Uring_RejectedReadInsideABundlePublishesNothing) {
   EXPECT_EQ(r.tickets_outstanding_at_close, 0u);
 }
 
+// VmLck of this process (/proc/self/status), bytes.
+static uint64_t vm_locked_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmLck:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
 // Reclaim authority: with protect, every resident chunk is mlocked (the kernel cannot reclaim
 // or swap it) and the pager's own evictions still free it (MADV_DONTNEED_LOCKED): the locked
-// bytes follow the resident set, never more, and the bytes stay exact.
+// bytes follow the resident set, never more, and the bytes stay exact. The rest of the
+// process is locked on fault too (a fresh mapping's touched pages count), and the pager's
+// end unlocks it.
 TEST(TSuite, Protect_ResidentChunksAreLockedAndEvictionsStillFreeThem) {
   SKIP_WITHOUT_UFFD();
   if (kHugeMode == HugeChunks::Move) GTEST_SKIP() << "UFFDIO_MOVE cannot move into an mlocked region: --protect runs with huge chunks off or collapse";
   constexpr ChunkId kChunks = 12;
-  Rig rig(kChunks * kChunk, 4, PolicyKind::Lru, SourceEngine::Direct, 0, 20, /*protect=*/true);
-  uint64_t bad = 0, most_locked = 0;
-  for (int pass = 0; pass < 2; ++pass)
-    for (ChunkId c = 0; c < kChunks; ++c) {
-      bad += rig.read_chunk(c);
-      const auto locked = rig.pager->region_locked_bytes();
-      ASSERT_TRUE(locked.has_value());
-      const uint64_t resident = rig.pager->stats().resident_chunks * kChunk;
-      EXPECT_EQ(*locked, resident) << "after chunk " << c << " of pass " << pass;
-      most_locked = std::max(most_locked, *locked);
-    }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_EQ(most_locked, 4 * kChunk);
-  EXPECT_GE(rig.pager->stats().evictions, 2 * kChunks - 4);
-  rig.expect_books_match_kernel();
-  rig.pager->shutdown();
+  {
+    Rig rig(kChunks * kChunk, 4, PolicyKind::Lru, SourceEngine::Direct, 0, 20, /*protect=*/true);
+    uint64_t bad = 0, most_locked = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (ChunkId c = 0; c < kChunks; ++c) {
+        bad += rig.read_chunk(c);
+        const auto locked = rig.pager->region_locked_bytes();
+        ASSERT_TRUE(locked.has_value());
+        const uint64_t resident = rig.pager->stats().resident_chunks * kChunk;
+        EXPECT_EQ(*locked, resident) << "after chunk " << c << " of pass " << pass;
+        most_locked = std::max(most_locked, *locked);
+      }
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(most_locked, 4 * kChunk);
+    EXPECT_GE(rig.pager->stats().evictions, 2 * kChunks - 4);
+    rig.expect_books_match_kernel();
+    constexpr size_t kOther = 1 << 20;
+    const uint64_t before = vm_locked_bytes();
+    void* other = ::mmap(nullptr, kOther, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(other, MAP_FAILED);
+    std::memset(other, 1, kOther);
+    EXPECT_GE(vm_locked_bytes(), before + kOther) << "memory outside the region is locked on fault too";
+    ::munmap(other, kOther);
+    rig.pager->shutdown();
+  }
+  EXPECT_EQ(vm_locked_bytes(), 0u) << "the pager's end unlocks the process";
 }
