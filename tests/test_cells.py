@@ -21,7 +21,8 @@ MS_DIGEST = "0058e98feea5277987549bb64130c5dbbc25bb009f948c0f3fc25fc2b00bfa9a"
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
 MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
-GENERATE = "--model m.gguf --arm {arm} --chunk-size 2097152 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
+GENERATE = ("--model m.gguf --arm {arm} --chunk-size 2097152 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
+            " --graph-plan results/runs/pager_model/smollm2/graph-plan/graph-plan.json")
 SCAN = (f"--region {REGION} --seed 1 --arm {{arm}} --chunk-size 2097152 --passes 3 --threads {{t}} "
         "--compute-us {c} --signal {s} --watchdog-s 60")
 

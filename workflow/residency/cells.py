@@ -308,13 +308,19 @@ def pm_budget(inventory_path, r) -> int:
     return int(float(r) * pm_t_repr(inventory_path))
 
 
+def pm_graph_plan(config: dict) -> str:
+    """The object boundaries llama.cpp's graph gives this model and prompt, learned once by
+    `residctl generate --graph-plan-out` so the measured runs make no discovery pass."""
+    return f"{PM_RUNS}/{pm_name(config)}/graph-plan/graph-plan.json"
+
+
 def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None) -> str:
     """The residctl generate flags of one cell (run directory added by the rule)."""
     pm = config["pager_model"]
     args = [
         f"--model {model}", f"--arm {arm}", f"--chunk-size {pm['chunk_bytes']}",
         f"--tokens {pm['tokens']}", f"--threads {pm['threads']}", f"--ctx {pm['ctx']}",
-        f"--watchdog-s {pm['watchdog_s']}",
+        f"--watchdog-s {pm['watchdog_s']}", f"--graph-plan {pm_graph_plan(config)}",
     ]
     huge = [f"--huge-chunks {pm['huge_chunks']}"]
     return " ".join(args + pager_flags(pm, arm, budget, source or pm["source"], huge, pm_content_digests(config)))

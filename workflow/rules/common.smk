@@ -84,6 +84,7 @@ pm_model = partial(cells.pm_model, config)
 pm_t_repr = cells.pm_t_repr
 pm_budget = cells.pm_budget
 generate_args = partial(cells.generate_args, config)
+PM_GRAPH_PLAN = cells.pm_graph_plan(config)
 pm_meta = partial(cells.pm_meta, config)
 PM_DIGESTS = list(filter(None, [cells.pm_content_digests(config)]))
 PM_CELLS = cells.pm_cells(config)

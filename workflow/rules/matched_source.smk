@@ -11,6 +11,7 @@ rule matched_source_cell:
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
         digests=PM_DIGESTS,
+        plan=PM_GRAPH_PLAN,
         overhead=f"results/calibration/pager_model-{PM_NAME}.json",
         previous=ms_previous,
     output:

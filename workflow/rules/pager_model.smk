@@ -3,12 +3,38 @@
 # Each run: its own memory cgroup with limit r*T_repr + O, the model's page cache dropped first.
 
 
+rule pager_model_graph_plan:
+    # One short unmeasured generation on plain mmap learns where each object's first weight
+    # read lies in the graph llama.cpp builds (per graph shape: the prompt's prefill and a
+    # decode step); every measured run then loads it and makes no discovery pass.
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        identity=lambda w: pm_model()[1],
+    output:
+        PM_GRAPH_PLAN,
+    params:
+        dir=lambda w, output: run_dir(output),
+        prompt=PM["prompt"],
+        threads=PM["threads"],
+        ctx=PM["ctx"],
+        config_digest=PM_DIGEST,
+    log:
+        f"{LOGS}/pager_model/graph-plan.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "{input.engine} generate --model {input.model} --arm kernel-mmap --tokens 2 --threads {params.threads}"
+        " --ctx {params.ctx} --prompt {params.prompt:q} --graph-plan-out {output} --out {params.dir}/run 2> {log}"
+
+
 rule pager_model_calibrate_run:
     input:
         engine=RESIDCTL,
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
         digests=PM_DIGESTS,
+        plan=PM_GRAPH_PLAN,
     output:
         f"{PM_RUNS}/{PM_NAME}/calibrate/{{arm}}/rep{{rep}}/harness.json",
     params:
@@ -51,6 +77,7 @@ rule pager_model_cell:
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
         digests=PM_DIGESTS,
+        plan=PM_GRAPH_PLAN,
         overhead=f"results/calibration/pager_model-{PM_NAME}.json",
     output:
         f"{PM_RUNS}/{PM_NAME}/{{arm}}/r{{r}}/rep{{rep}}/harness.json",
@@ -81,6 +108,7 @@ rule pager_model_baseline:
         model=lambda w: pm_model()[0],
         inventory=lambda w: pm_model()[2],
         digests=PM_DIGESTS,
+        plan=PM_GRAPH_PLAN,
     output:
         f"{PM_RUNS}/{PM_NAME}/baseline/rep{{rep}}/harness.json",
     params:
