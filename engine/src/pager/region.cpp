@@ -54,12 +54,14 @@ void Pager::map_region() {
   if (cfg_.huge == HugeChunks::Off) ::madvise(base_, mapped_bytes_, MADV_NOHUGEPAGE);
   if (cfg_.huge == HugeChunks::Move) ::madvise(base_, mapped_bytes_, MADV_HUGEPAGE);
   // --protect: every page the process faults in is locked, the region's included; only the
-  // pager's evictions free them.
-  if (cfg_.protect && ::mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+  // pager's evictions free them. The region is locked by itself too: the sanitizers turn
+  // mlockall (not mlock2) into a no-op, and the region's lock is what the pager relies on.
+  if (cfg_.protect && (::mlock2(base_, registered_bytes_, MLOCK_ONFAULT) != 0 ||
+                       ::mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0)) {
     const int e = errno;
     ::munmap(base_, mapped_bytes_);
     ::close(evfd_);
-    throw InputError("--protect: mlockall(MCL_ONFAULT) failed (" + errno_name(e) +
+    throw InputError("--protect: locking memory on fault failed (" + errno_name(e) +
                      "): raise RLIMIT_MEMLOCK (ulimit -l) or run without --protect");
   }
   // Beyond the file's last page there is no data: an access there is a bug, make it fault.
