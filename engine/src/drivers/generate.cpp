@@ -181,7 +181,7 @@ int run_generate(const GenerateConfig& cfg) {
   capture_llama_log();
   // The model's objects (header and tensor table only).
   GgufSummary g = read_gguf(cfg.model);
-  Manifest m = build_manifest(g.tensors, g.file_bytes, g.data_offset, cfg.pager.chunk_size);
+  Manifest m = build_manifest(g.tensors, g.file_bytes, g.data_offset, cfg.pager.chunk_size, g.n_expert);
   if (static_cast<uint64_t>(cfg.tokens + 2) * m.steps_per_pass() > UINT32_MAX)
     throw InputError("--tokens times the object steps per pass exceeds the trace's u32 step field");
   llama_backend_init();
