@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -39,9 +42,26 @@ using test::count_lines;
 using test::exists;
 using test::load_json;
 
+// The architecture matrix (engine/CMakeLists.txt, RESID_ARCH_MATRIX): model names
+// <arch>-<variant>-<tied|untied>-<type>, written by the llama_test_models fixture.
+std::vector<std::string> arch_matrix() {
+  std::vector<std::string> out;
+  std::stringstream in(RESID_ARCH_MATRIX);
+  for (std::string name; std::getline(in, name, ',');)
+    if (!name.empty()) out.push_back(name);
+  return out;
+}
+
+// "dense" and "moe" are the tiny llama models; any other name is a matrix model.
+std::string model_path(const std::string& name) {
+  return std::string(RESID_TEST_MODELS) + (name == "dense" || name == "moe" ? "/tiny-" + name : "/" + name) + ".gguf";
+}
+
+bool is_moe(const std::string& name) { return name == "moe" || name.find("-moe-") != std::string::npos; }
+
 // The test model, or the reason to skip.
 std::string model_or_skip_reason(const std::string& variant, std::string* reason) {
-  const std::string p = std::string(RESID_TEST_MODELS) + "/tiny-" + variant + ".gguf";
+  const std::string p = model_path(variant);
   if (exists(p)) return p;
   *reason = std::string(RESID_PYTHON).empty()
                 ? "no test model: configure with -DRESID_PYTHON=<python with the residency package>"
@@ -82,7 +102,7 @@ std::vector<Rec> read_trace(const std::string& path, uint64_t* chunk_size, uint6
 
 Manifest manifest_of(const std::string& model, uint64_t chunk = kChunk) {
   const GgufSummary g = read_gguf(model);
-  return build_manifest(g.tensors, g.file_bytes, g.data_offset, chunk);
+  return build_manifest(g.tensors, g.file_bytes, g.data_offset, chunk, g.n_expert);
 }
 
 // token_embd.weight's file offset and row size (its type and shape, from the GGUF's tensor
@@ -113,12 +133,55 @@ std::vector<uint32_t> rows_chunks(const std::vector<int>& ids, uint64_t off, uin
   return {cs.begin(), cs.end()};
 }
 
+// Per (pass, layer) of a MoE model, the chunks the layer's step reads: its tensors whole,
+// except the expert tensors (*_exps.*: n_expert equal slices stacked), of which only the
+// slices of the experts routes.jsonl lists for that pass and layer. Computed here from the
+// GGUF's tensor table (gguf directly) and the routes, independently of the adapter.
+using RoutedSteps = std::map<std::pair<uint64_t, int>, std::vector<uint32_t>>;
+RoutedSteps routed_step_chunks(const std::string& model, const std::string& routes_path, uint64_t chunk) {
+  RoutedSteps out;
+  if (!exists(routes_path)) return out;
+  gguf_init_params p{};
+  p.no_alloc = true;
+  gguf_context* g = gguf_init_from_file(model.c_str(), p);
+  if (!g) return out;
+  const std::string arch = gguf_get_val_str(g, gguf_find_key(g, "general.architecture"));
+  const uint64_t n_expert = gguf_get_val_u32(g, gguf_find_key(g, (arch + ".expert_count").c_str()));
+  std::istringstream in(test::slurp(routes_path));
+  for (std::string line; std::getline(in, line);) {
+    const auto rj = nlohmann::json::parse(line);
+    const int layer = rj["layer"].get<int>();
+    std::set<uint64_t> experts;
+    for (const auto& row : rj["experts"])
+      for (const auto& e : row) experts.insert(e.get<uint64_t>());
+    const std::string prefix = "blk." + std::to_string(layer) + ".";
+    std::set<uint32_t> cs;
+    auto add = [&](uint64_t b, uint64_t e) {
+      for (uint64_t c = b / chunk; c <= (e - 1) / chunk; ++c) cs.insert(static_cast<uint32_t>(c));
+    };
+    for (int64_t t = 0; t < gguf_get_n_tensors(g); ++t) {
+      const std::string name = gguf_get_tensor_name(g, t);
+      if (name.rfind(prefix, 0) != 0 && name.rfind("rope_", 0) != 0) continue;
+      const uint64_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, t), bytes = gguf_get_tensor_size(g, t);
+      if (name.find("_exps.") == std::string::npos) {
+        add(off, off + bytes);
+        continue;
+      }
+      for (uint64_t e : experts) add(off + e * (bytes / n_expert), off + (e + 1) * (bytes / n_expert));
+    }
+    out[{rj["pass"].get<uint64_t>(), layer}] = {cs.begin(), cs.end()};
+  }
+  gguf_free(g);
+  return out;
+}
+
 // Every access record of the trace by step; the embd steps (step % S == 0) must list exactly
 // the chunks of the rows of the pass's batch tokens (the prompt in pass 0, then the token
-// decoded by the previous pass), every other step its object's chunks.
+// decoded by the previous pass), a MoE layer's step the chunks of its routed experts (and its
+// other tensors), every other step its object's chunks.
 void expect_embd_accesses_are_the_batch_rows(const std::map<uint32_t, std::vector<uint32_t>>& acc, const Manifest& m,
                                              const nlohmann::json& tokens_json, const std::string& model,
-                                             const std::string& what) {
+                                             const std::string& what, const RoutedSteps& routed = {}) {
   const auto [off, row] = embd_offset_and_row(model);
   ASSERT_GT(row, 0u);
   const uint64_t S = m.objects.size();
@@ -128,7 +191,9 @@ void expect_embd_accesses_are_the_batch_rows(const std::map<uint32_t, std::vecto
   for (const auto& [step, chunks] : acc) {
     const uint64_t pass = step / S;
     if (step % S != 0) {
-      EXPECT_EQ(chunks, m.objects[step % S].chunks) << what << " step " << step;
+      const auto& o = m.objects[step % S];
+      const auto r = routed.find({pass, o.layer});
+      EXPECT_EQ(chunks, r != routed.end() ? r->second : o.chunks) << what << " step " << step;
       continue;
     }
     ++embd_steps;
@@ -371,6 +436,37 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
   ggml_free(ctx);
 }
 
+namespace {
+
+// D/OPT of the declared arm's run: its misses over Belady's MIN on its own reference trace
+// at its budget, computed by the pipeline's code (residency.trace, residency.belady). D can
+// never beat the offline optimum, and a trace with no miss would make the ratio meaningless.
+void expect_declared_over_opt_at_least_one(const std::string& run, const std::string& what) {
+  if (std::string(RESID_PYTHON).empty()) {
+    ADD_FAILURE() << "D/OPT needs RESID_PYTHON (the pipeline's Belady code)";
+    return;
+  }
+  const auto j = load_json(run + "/run.json");
+  const uint64_t capacity = j["budget"]["budget_chunks"].get<uint64_t>();
+  const std::string opt_json = run + "/opt.json";
+  const auto r = test::spawn_capture(RESID_PYTHON, {RESID_OPT_SCRIPT, run + "/trace.bin", std::to_string(capacity)},
+                                     run + "/opt.stderr", opt_json);
+  ASSERT_EQ(r.status, 0) << what << ": " << r.err;
+  const auto o = load_json(opt_json);
+  const uint64_t misses = j["counters"]["misses"].get<uint64_t>(), opt = o["opt_misses"].get<uint64_t>();
+  EXPECT_EQ(o["trace_misses"].get<uint64_t>(), misses) << what;
+  EXPECT_EQ(o["accesses"].get<uint64_t>(), j["counters"]["accesses"].get<uint64_t>()) << what;
+  ASSERT_GT(opt, 0u) << what;
+  const double ratio = static_cast<double>(misses) / static_cast<double>(opt);
+  EXPECT_TRUE(std::isfinite(ratio)) << what;
+  EXPECT_GE(ratio, 1.0) << what << ": D " << misses << " misses, OPT " << opt;
+  ::testing::Test::RecordProperty("d_over_opt", std::to_string(ratio));
+  std::printf("D/OPT %s: %llu / %llu = %.3f at %llu chunks\n", what.c_str(), static_cast<unsigned long long>(misses),
+              static_cast<unsigned long long>(opt), ratio, static_cast<unsigned long long>(capacity));
+}
+
+}  // namespace
+
 class Generate : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
@@ -379,8 +475,8 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
   const Manifest m = manifest_of(model);
   const uint64_t max_step = m.max_step_chunks();
   const uint32_t depth = 2;
-  // Window (one chunk) + page tables (one PTE and one PMD page) paid from the budget.
-  const uint64_t own = kChunk + 2 * 4096;
+  // Window (one chunk) + the region's page tables paid from the budget.
+  const uint64_t own = kChunk + Pager::page_table_reserve(static_cast<uint64_t>(m.chunks) * kChunk);
   // The largest object held whole (no oversize step), and at least the hard minimum.
   const uint64_t budget_chunks = std::max<uint64_t>(max_step + depth, Pager::kPinsPerThread * 2 + 2 + depth);
   ASSERT_LT(budget_chunks, m.chunks) << "the test model is too small to page";
@@ -389,6 +485,7 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
   const std::string errf = dir.file("stderr.txt");
 
   std::map<std::string, std::string> tokens_of, logits_of;
+  std::string declared_out;
   // Every pager arm is compared with kernel-mmap: without userfaultfd there is nothing to compare.
   if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
   for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}) {
@@ -405,7 +502,7 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     for (const char* f : {"run.json", "trace.bin", "tokens.json", "logits.f32", "logits.sha256", "objects.json",
                           "response.txt"})
       ASSERT_TRUE(exists(out + "/" + f)) << arm << " " << f;
-    EXPECT_EQ(exists(out + "/routes.jsonl"), GetParam() == "moe") << arm;
+    EXPECT_EQ(exists(out + "/routes.jsonl"), is_moe(GetParam())) << arm;
 
     const auto j = load_json(out + "/run.json");
     EXPECT_EQ(j["status"], "ok") << arm;
@@ -414,6 +511,9 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(j["llama"]["repack_disabled"], true);
     EXPECT_EQ(j["llama"]["commit"].get<std::string>().size(), 40u);
     EXPECT_EQ(j["model"]["n_layer"], m.n_layer);
+    const size_t dash = GetParam().find('-');
+    EXPECT_EQ(j["model"]["architecture"], dash == std::string::npos ? "llama" : GetParam().substr(0, dash)) << arm;
+    EXPECT_EQ(j["model"]["tied_output"], GetParam().find("-tied-") != std::string::npos) << arm;
     EXPECT_EQ(j["objects"], m.objects.size());
     EXPECT_EQ(j["steps_per_pass"], m.objects.size());
     const auto& gen = j["generation"];
@@ -478,9 +578,14 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(objs["objects"][0]["name"], "embd");
 
     const auto tj = load_json(out + "/tokens.json");
-    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, arm);
+    const auto routed = routed_step_chunks(model, out + "/routes.jsonl", kChunk);
+    EXPECT_EQ(routed.size(), is_moe(GetParam()) ? tokens * m.n_layer : 0u) << arm;
+    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, arm, routed);
     EXPECT_EQ(sa["embd_rows_read"], tokens) << arm;
     EXPECT_EQ(sa["embd_rows_unread"], 0) << arm;
+    EXPECT_EQ(sa["moe_steps_routed"], is_moe(GetParam()) ? tokens * m.n_layer : 0u) << arm;
+    EXPECT_EQ(sa["moe_steps_unrouted"], 0) << arm;
+    EXPECT_EQ(c["unrecorded_demand_fills"], 0) << arm;
     EXPECT_EQ(tj["tokens"].size(), tokens);
     EXPECT_FALSE(tj["prompt_tokens"].empty());
     tokens_of[arm] = tj["tokens"].dump();
@@ -488,7 +593,8 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(logits_of[arm].size(), tokens * j["model"]["n_vocab"].get<size_t>() * 4);
     EXPECT_EQ(count_lines(test::slurp(out + "/logits.sha256")), tokens);
 
-    if (GetParam() == "moe") {
+    if (arm == "pager-declared") declared_out = out;
+    if (is_moe(GetParam())) {
       const std::string routes = test::slurp(out + "/routes.jsonl");
       EXPECT_EQ(count_lines(routes), tokens * m.n_layer) << arm;
       std::istringstream in(routes);
@@ -508,9 +614,20 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(t, tokens_of["kernel-mmap"]) << arm;
     EXPECT_TRUE(logits_of[arm] == logits_of["kernel-mmap"]) << arm << ": logits differ";
   }
+  ASSERT_FALSE(declared_out.empty());
+  expect_declared_over_opt_at_least_one(declared_out, GetParam());
+}
+
+// Every name the matrix holds must be a test name gtest accepts ([A-Za-z0-9_]).
+std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
+  std::string n = p.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::Values(std::string("dense"), std::string("moe")));
+INSTANTIATE_TEST_SUITE_P(Arch, Generate, ::testing::ValuesIn(arch_matrix()), param_name);
 
 // Budgets below the largest object: the oversize steps run with per-thread pins and the
 // policies' in-step rules; every arm must still be byte-identical to the kernel mapping,
@@ -582,7 +699,9 @@ TEST_P(TightBudget, EveryArmIsExactBelowTheLargestObject) {
       }
     }
     const auto tj = load_json(out + "/tokens.json");
-    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, what);
+    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, what, routed_step_chunks(model, out + "/routes.jsonl", chunk));
+    EXPECT_EQ(j["signal_audit"]["moe_steps_unrouted"], 0) << what;
+    EXPECT_EQ(c["unrecorded_demand_fills"], 0) << what;
     const std::string logits = test::slurp(out + "/logits.f32");
     if (cell.arm == "kernel-mmap") {
       oracle_tokens = tj["tokens"].dump();
