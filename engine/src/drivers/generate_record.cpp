@@ -137,7 +137,7 @@ nlohmann::json GenerateRun::record(const std::string& error) {
   j["wall_ns"] = t0 ? (t1 ? t1 : now_ns()) - t0 : 0;
   j["trace"] = {{"file", "trace.bin"}, {"records", trace_.size()}};
   j["model"] = model_json();
-  j["llama"] = {{"commit", RESID_LLAMA_COMMIT}, {"repack_disabled", true},      {"use_extra_bufts", false},
+  j["llama"] = {{"commit", RESID_LLAMA_COMMIT}, {"repack_disabled", !cfg_.repack}, {"use_extra_bufts", cfg_.repack},
                 {"load_mode", "mmap"},         {"lazy_mode", "off"},          {"threadpool", "persistent"},
                 {"threads", a_.threads},       {"ctx", cfg_.ctx}};
   j["generation"] = generation_json();

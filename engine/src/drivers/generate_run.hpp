@@ -35,7 +35,11 @@ HugeChunks huge_mode(const GenerateConfig& c);
 std::string one_line(std::string s);
 // The last error llama.cpp or ggml logged ("" if none); their log is kept, not printed.
 std::string llama_log_error();
+void clear_llama_log_error();
 void capture_llama_log();
+// InputError (exit 2, one line naming the model) unless llama.cpp loads the model's header
+// and vocabulary: an architecture the pinned llama.cpp does not know is said here.
+void check_loadable(const std::string& model, const GgufSummary& g);
 
 class GenerateRun final : public StepListener {
  public:

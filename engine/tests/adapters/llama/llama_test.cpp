@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -1130,4 +1131,135 @@ TEST(GenerateGraphPlan, DiscoveredOnceReusedExactlyAndAuditedWhenWrong) {
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("signal"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(wrong + "/tokens.json"));
+}
+
+// ---- models that cannot run: one line, exit 2, the model and the reason named ----------------
+
+namespace {
+
+// tiny-dense rewritten through gguf (tensor data included) with its metadata changed.
+std::string rewritten(const std::string& model, const std::string& out, const std::function<void(gguf_context*)>& edit) {
+  ggml_context* data = nullptr;
+  gguf_init_params p{};
+  p.no_alloc = false;
+  p.ctx = &data;
+  gguf_context* src = gguf_init_from_file(model.c_str(), p);
+  if (!src) return {};
+  gguf_context* g = gguf_init_empty();
+  gguf_set_kv(g, src);
+  edit(g);
+  for (int64_t t = 0; t < gguf_get_n_tensors(src); ++t) gguf_add_tensor(g, ggml_get_tensor(data, gguf_get_tensor_name(src, t)));
+  const bool ok = gguf_write_to_file(g, out.c_str(), false);
+  gguf_free(g);
+  gguf_free(src);
+  ggml_free(data);
+  return ok ? out : std::string();
+}
+
+}  // namespace
+
+TEST(GenerateInput, ModelsThatCannotRunAreOneLineErrorsNamingTheModel) {
+  MODEL_OR_SKIP(model, "dense");
+  test::TempDir dir;
+  const std::string unknown = rewritten(model, dir.file("unknown-arch.gguf"),
+                                        [](gguf_context* g) { gguf_set_val_str(g, "general.architecture", "fooarch"); });
+  const std::string split = rewritten(model, dir.file("split-00001-of-00002.gguf"), [](gguf_context* g) {
+    gguf_set_val_u16(g, "split.no", 0);
+    gguf_set_val_u16(g, "split.count", 2);
+  });
+  const std::string no_arch = rewritten(model, dir.file("no-arch.gguf"),
+                                        [](gguf_context* g) { gguf_remove_key(g, "general.architecture"); });
+  ASSERT_FALSE(unknown.empty() || split.empty() || no_arch.empty());
+  struct Cell {
+    std::string model, needle;
+  };
+  const std::vector<Cell> cells = {
+      {unknown, "architecture 'fooarch' (general.architecture) is not one the pinned llama.cpp ("},
+      {split, "is part 1 of a split GGUF (split.count = 2): the pager maps one file"},
+      {no_arch, "has no general.architecture"}};
+  for (const auto& cell : cells)
+    for (std::string arm : {"kernel-mmap", "pager-declared"}) {
+      const std::string out = dir.file("out-" + arm);
+      auto args = generate_args(cell.model, out, arm, kChunk, 2);
+      if (arm != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", "100000000"});
+      const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+      EXPECT_EQ(r.status, 2) << cell.model << " " << arm << ": " << r.err;
+      EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+      EXPECT_EQ(r.err.rfind("residctl: error: model " + cell.model, 0), 0u) << r.err;
+      EXPECT_NE(r.err.find(cell.needle), std::string::npos) << r.err;
+      EXPECT_FALSE(exists(out)) << "nothing may be written";
+    }
+}
+
+// Weights llama.cpp does not use in place from the file (here: repacked at load, the
+// --repack negative control on a Q4_0 model) are refused after the load, before any run, in
+// every arm; a model with nothing to repack (F16) loads and runs under the same control.
+TEST(GenerateInput, WeightsNotFileBackedAfterTheLoadAreRefused) {
+  MODEL_OR_SKIP(q4, "llama-dense-untied-q4_0");
+  MODEL_OR_SKIP(f16, "llama-dense-tied-f16");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  const Manifest m = manifest_of(q4);
+  const std::string budget = std::to_string((m.chunks / 2 + 8) * kChunk);
+  for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared"}) {
+    const std::string out = dir.file("out-" + arm);
+    auto args = generate_args(q4, out, arm, kChunk, 2);
+    args.push_back("--repack");
+    if (arm != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", budget});
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+    EXPECT_EQ(r.status, 2) << arm << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("residctl: error: model " + q4 + ": tensor ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(" is not file-backed after loading: llama.cpp holds it outside the model's mapping (CPU_REPACK buffer)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(exists(out)) << arm;
+  }
+  const std::string out = dir.file("f16");
+  auto args = generate_args(f16, out, "kernel-mmap", kChunk, 2);
+  args.push_back("--repack");
+  const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = load_json(out + "/run.json");
+  EXPECT_EQ(j["llama"]["use_extra_bufts"], true);
+  EXPECT_EQ(j["llama"]["repack_disabled"], false);
+  EXPECT_EQ(j["signal_audit"]["outside_reads"], 0);
+}
+
+TEST(LlamaAdapter, WeightsOutsideTheMappingOrAtAnotherOffsetAreNotFileBacked) {
+  std::vector<TensorInfo> ts;
+  uint64_t off = 4096;
+  for (const char* n : {"token_embd.weight", "blk.0.attn_norm.weight", "output_norm.weight"}) {
+    ts.push_back({n, "F32", off, 4096});
+    off += 4096;
+  }
+  const Manifest m = build_manifest(ts, off, 4096, 4096);
+  std::vector<std::byte> mapping(off), elsewhere(4096);
+  const auto base = reinterpret_cast<uintptr_t>(mapping.data());
+  ggml_init_params ip{8 * ggml_tensor_overhead(), nullptr, true};
+  ggml_context* ctx = ggml_init(ip);
+  std::vector<std::pair<std::string, ggml_tensor*>> weights;
+  for (const auto& t : m.tensors) {
+    ggml_tensor* w = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1024);
+    w->data = mapping.data() + t.offset;
+    weights.emplace_back(t.name, w);
+  }
+  EXPECT_FALSE(weight_not_file_backed(weights, m, base, off).has_value());
+  weights[1].second->data = mapping.data() + m.tensors[2].offset;  // another tensor's bytes
+  auto why = weight_not_file_backed(weights, m, base, off);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("tensor blk.0.attn_norm.weight is not file-backed after loading: llama.cpp reads it at file offset 12288, "
+                      "the GGUF puts it at 8192"),
+            std::string::npos)
+      << *why;
+  weights[1].second->data = elsewhere.data();  // a copy
+  why = weight_not_file_backed(weights, m, base, off);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("outside the model's mapping"), std::string::npos) << *why;
+  weights[1].second->data = mapping.data() + m.tensors[1].offset;
+  weights.emplace_back("mystery.weight", weights[0].second);
+  why = weight_not_file_backed(weights, m, base, off);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("mystery.weight"), std::string::npos) << *why;
+  ggml_free(ctx);
 }
