@@ -1,11 +1,15 @@
-"""Synthetic llama-architecture GGUF models, written from a fixed seed.
+"""Synthetic GGUF models of the architecture families the pinned llama.cpp loads, written
+from a fixed seed.
 
-Two variants, both `general.architecture = "llama"` as the pinned llama.cpp loads it
-(src/models/llama.cpp of commit 0c1e5709): a dense model (ffn_gate/ffn_up/ffn_down per
-layer) and a Mixture-of-Experts model (llama.expert_count, llama.expert_used_count,
-ffn_gate_inp plus the stacked ffn_{gate,up,down}_exps tensors per layer, as Mixtral).
+`arch` picks the family (`gguf_arch.FAMILIES`: llama, qwen2, qwen3, gemma2, gemma3, phi3,
+qwen2moe, qwen3moe: their tensors and metadata keys, read off llama.cpp commit 0c1e5709),
+`variant` the FFN: `dense` (one FFN per layer) or `moe` (ffn_gate_inp plus the stacked
+ffn_{gate,up,down}_exps tensors, as Mixtral; qwen2moe adds a shared expert), and
+`tied_output` whether the output projection is token_embd (no output.weight). The default,
+`arch = "llama"` untied, is the llama model the pipeline has always written.
 
-The files carry a minimal but complete SentencePiece ("llama") tokenizer: <unk>, <s>,
+The files carry a minimal but complete SentencePiece ("llama") tokenizer (llama.cpp's
+vocabulary loader does not depend on the architecture, so every family takes it): <unk>, <s>,
 </s>, the 256 byte tokens <0x00>..<0xFF> (so any text tokenizes by byte fallback), then
 "▁", printable ASCII and short lowercase pieces until n_vocab, with scores. Weights are
 uniform in +-sqrt(3/fan_in) (norms are 1), so activations and logits stay finite.
@@ -30,14 +34,16 @@ from typing import Iterator
 
 import numpy as np
 
-from . import atomic
+from . import atomic, gguf_arch
+from .gguf_arch import TensorPlan
 from .identity import digest, sha256_file
 
-VARIANTS = ("dense", "moe")
+VARIANTS = gguf_arch.VARIANTS
+ARCHS = tuple(gguf_arch.FAMILIES)
 TENSOR_TYPES = ("F32", "F16", "Q8_0")
 N_SPECIAL = 3  # <unk>, <s>, </s>
 N_BYTE = 256
-MIN_VOCAB = N_SPECIAL + N_BYTE + 1  # + "▁"
+MIN_VOCAB = N_SPECIAL + N_BYTE + 1  # + "▁" (+ a family's control tokens)
 SPM_SPACE = "\u2581"
 
 
@@ -62,6 +68,10 @@ class Spec:
     n_expert_used: int = 0
     rope_freq_base: float = 10000.0
     rms_eps: float = 1e-5
+    arch: str = "llama"         # general.architecture: a gguf_arch family
+    tied_output: bool = False   # the output projection is token_embd (no output.weight)
+    n_ff_shexp: int = 0         # the shared expert's FFN size (qwen2moe)
+    sliding_window: int = 0     # the sliding-window attention span in tokens (gemma2, gemma3)
 
     @property
     def head_dim(self) -> int:
@@ -94,10 +104,11 @@ def make_spec(**kw) -> Spec:
 def check(s: Spec) -> None:
     """Raise SpecError (one line) unless llama.cpp can load a model of this shape."""
     def bad(msg):
-        raise SpecError(f"synthetic model ({s.variant}): {msg}")
+        raise SpecError(f"synthetic model ({s.variant if s.arch == 'llama' else s.arch + ' ' + s.variant}): {msg}")
 
     if s.variant not in VARIANTS:
         bad(f"unknown variant {s.variant!r}")
+    gguf_arch.check(s, bad)
     if s.tensor_type not in TENSOR_TYPES:
         bad(f"tensor_type {s.tensor_type!r} is not one of {', '.join(TENSOR_TYPES)}")
     for k in ("n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx"):
@@ -111,8 +122,10 @@ def check(s: Spec) -> None:
         bad(f"head size n_embd/n_head = {s.head_dim} must be even (rotary embedding)")
     if s.n_head % s.n_head_kv:
         bad(f"n_head {s.n_head} is not a multiple of n_head_kv {s.n_head_kv}")
-    if s.n_vocab < MIN_VOCAB:
-        bad(f"n_vocab {s.n_vocab} is below {MIN_VOCAB} (3 special + 256 byte tokens + 1)")
+    controls = len(gguf_arch.family(s.arch).controls)
+    if s.n_vocab < MIN_VOCAB + controls:
+        bad(f"n_vocab {s.n_vocab} is below {MIN_VOCAB + controls} (3 special + 256 byte tokens + 1"
+            + (f" + {controls} control" if controls else "") + ")")
     if s.tensor_type == "Q8_0":
         for k in ("n_embd", "n_ff"):
             if getattr(s, k) % 32:
@@ -132,8 +145,10 @@ def check(s: Spec) -> None:
 
 # ---------------------------------------------------------------------------- tokenizer
 
-def vocabulary(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
-    """Tokens, scores and token types of the synthetic SentencePiece vocabulary."""
+def vocabulary(n_vocab: int, controls: tuple[str, ...] = ()) -> tuple[list[str], list[float], list[int]]:
+    """Tokens, scores and token types of the synthetic SentencePiece vocabulary; `controls`
+    (a family's own control tokens, gguf_arch.Family.controls) take the last ids, where the
+    real models keep their added tokens."""
     import gguf
 
     tokens = ["<unk>", "<s>", "</s>"]
@@ -141,10 +156,13 @@ def vocabulary(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
     tokens += [f"<0x{b:02X}>" for b in range(N_BYTE)]
     types += [gguf.TokenType.BYTE] * N_BYTE
     scores = [0.0] * len(tokens)
-    for rank, piece in zip(range(n_vocab - len(tokens)), _pieces()):
+    for rank, piece in zip(range(n_vocab - len(tokens) - len(controls)), _pieces()):
         tokens.append(piece)
         types.append(gguf.TokenType.NORMAL)
         scores.append(-float(rank))
+    tokens += list(controls)
+    types += [gguf.TokenType.CONTROL] * len(controls)
+    scores += [0.0] * len(controls)
     return tokens, scores, [int(t) for t in types]
 
 
@@ -162,48 +180,9 @@ def _pieces() -> Iterator[str]:
 
 # ---------------------------------------------------------------------------- tensors
 
-@dataclass(frozen=True)
-class TensorPlan:
-    name: str
-    shape: tuple[int, ...]  # ggml order: ne0 (the contiguous row) first
-    ggml_type: str           # F32, F16, Q8_0
-    fan_in: int              # 0: a norm weight (all ones)
-
-
 def tensor_plan(s: Spec) -> list[TensorPlan]:
-    """Every tensor, in file order: token_embd, blk.0 .. blk.{n-1}, output_norm, output."""
-    w = s.tensor_type
-    e, f, kv, v = s.n_embd, s.n_ff, s.n_embd_kv, s.n_vocab
-    plan = [TensorPlan("token_embd.weight", (e, v), w, e)]
-    for i in range(s.n_layer):
-        b = f"blk.{i}."
-        plan += [
-            TensorPlan(b + "attn_norm.weight", (e,), "F32", 0),
-            TensorPlan(b + "attn_q.weight", (e, e), w, e),
-            TensorPlan(b + "attn_k.weight", (e, kv), w, e),
-            TensorPlan(b + "attn_v.weight", (e, kv), w, e),
-            TensorPlan(b + "attn_output.weight", (e, e), w, e),
-            TensorPlan(b + "ffn_norm.weight", (e,), "F32", 0),
-        ]
-        if s.variant == "dense":
-            plan += [
-                TensorPlan(b + "ffn_gate.weight", (e, f), w, e),
-                TensorPlan(b + "ffn_up.weight", (e, f), w, e),
-                TensorPlan(b + "ffn_down.weight", (f, e), w, f),
-            ]
-        else:
-            x = s.n_expert
-            plan += [
-                TensorPlan(b + "ffn_gate_inp.weight", (e, x), "F32", e),
-                TensorPlan(b + "ffn_gate_exps.weight", (e, f, x), w, e),
-                TensorPlan(b + "ffn_up_exps.weight", (e, f, x), w, e),
-                TensorPlan(b + "ffn_down_exps.weight", (f, e, x), w, f),
-            ]
-    plan += [
-        TensorPlan("output_norm.weight", (e,), "F32", 0),
-        TensorPlan("output.weight", (e, v), w, e),
-    ]
-    return plan
+    """Every tensor, in file order (gguf_arch.tensor_plan: the family's tensors)."""
+    return gguf_arch.tensor_plan(s)
 
 
 def _nbytes(t: TensorPlan) -> int:
@@ -241,57 +220,77 @@ def _encode(values: np.ndarray, ggml_type: str) -> np.ndarray:
 _FILE_TYPE = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0"}
 
 
+def model_name(spec: Spec) -> str:
+    """general.name: residency-synthetic-<variant> for llama (as always), else with the family."""
+    fam = "" if spec.arch == "llama" else f"{spec.arch}-"
+    return f"residency-synthetic-{fam}{spec.variant}" + ("-tied" if spec.tied_output else "")
+
+
+def _header(w, spec: Spec) -> None:
+    """general.* and the shape keys every family reads, then the family's own (gguf_arch)."""
+    import gguf
+
+    w.add_name(model_name(spec))
+    w.add_description(f"synthetic {spec.variant} {spec.arch} model, seed {spec.seed}, "
+                      "written by residency.gguf_synth; random weights, no real model")
+    w.add_custom_alignment(spec.alignment)
+    w.add_file_type(int(gguf.LlamaFileType[_FILE_TYPE[spec.tensor_type]]))
+    if spec.tensor_type not in ("F32", "F16"):
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_vocab_size(spec.n_vocab)
+    w.add_context_length(spec.n_ctx)
+    w.add_embedding_length(spec.n_embd)
+    w.add_block_count(spec.n_layer)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_rope_dimension_count(spec.head_dim)
+    w.add_rope_freq_base(spec.rope_freq_base)
+    w.add_layer_norm_rms_eps(spec.rms_eps)
+    gguf_arch.arch_keys(spec, w)
+
+
+def _tokenizer(w, spec: Spec) -> None:
+    tokens, scores, types = vocabulary(spec.n_vocab, gguf_arch.family(spec.arch).controls)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+
+def _tensors(w, spec: Spec, plan: list[TensorPlan]) -> None:
+    """The tensor table, then each tensor's data (one tensor in memory at a time)."""
+    import gguf
+
+    for t in plan:
+        qtype = gguf.GGMLQuantizationType[t.ggml_type]
+        w.add_tensor_info(t.name, tuple(reversed(t.shape)), np.dtype(np.float32), _nbytes(t), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for t in plan:
+        data = _encode(_values(spec.seed, t), t.ggml_type)
+        if data.nbytes != _nbytes(t):
+            raise AssertionError(f"{t.name}: encoded {data.nbytes} bytes, planned {_nbytes(t)}")
+        w.write_tensor_data(data)
+
+
 def write(spec: Spec, out: str | Path) -> dict:
     """Write the model atomically to `out`; return its identity record."""
     import gguf
 
     check(spec)
     out = Path(out)
-    plan = tensor_plan(spec)
     with atomic.atomic_path(out, suffix=".gguf") as tmp:
-        w = gguf.GGUFWriter(tmp, "llama")
-        w.add_name(f"residency-synthetic-{spec.variant}")
-        w.add_description(f"synthetic {spec.variant} llama model, seed {spec.seed}, "
-                          "written by residency.gguf_synth; random weights, no real model")
-        w.add_custom_alignment(spec.alignment)
-        w.add_file_type(int(gguf.LlamaFileType[_FILE_TYPE[spec.tensor_type]]))
-        if spec.tensor_type not in ("F32", "F16"):
-            w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        w.add_vocab_size(spec.n_vocab)
-        w.add_context_length(spec.n_ctx)
-        w.add_embedding_length(spec.n_embd)
-        w.add_block_count(spec.n_layer)
-        w.add_feed_forward_length(spec.n_ff)
-        w.add_head_count(spec.n_head)
-        w.add_head_count_kv(spec.n_head_kv)
-        w.add_rope_dimension_count(spec.head_dim)
-        w.add_rope_freq_base(spec.rope_freq_base)
-        w.add_layer_norm_rms_eps(spec.rms_eps)
-        if spec.variant == "moe":
-            w.add_expert_count(spec.n_expert)
-            w.add_expert_used_count(spec.n_expert_used)
-        tokens, scores, types = vocabulary(spec.n_vocab)
-        w.add_tokenizer_model("llama")
-        w.add_token_list(tokens)
-        w.add_token_scores(scores)
-        w.add_token_types(types)
-        w.add_unk_token_id(0)
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(2)
-        w.add_add_bos_token(True)
-        w.add_add_eos_token(False)
-
-        for t in plan:
-            qtype = gguf.GGMLQuantizationType[t.ggml_type]
-            w.add_tensor_info(t.name, tuple(reversed(t.shape)), np.dtype(np.float32), _nbytes(t), raw_dtype=qtype)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_ti_data_to_file()
-        for t in plan:
-            data = _encode(_values(spec.seed, t), t.ggml_type)
-            if data.nbytes != _nbytes(t):
-                raise AssertionError(f"{t.name}: encoded {data.nbytes} bytes, planned {_nbytes(t)}")
-            w.write_tensor_data(data)
+        w = gguf.GGUFWriter(tmp, spec.arch)
+        _header(w, spec)
+        _tokenizer(w, spec)
+        _tensors(w, spec, tensor_plan(spec))
         w.close()
     return identity(spec, out)
 

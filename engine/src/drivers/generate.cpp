@@ -148,6 +148,7 @@ int GenerateRun::execute() {
   if (pager_) {
     pager_->set_failure_callback([this] { monitor_.pager_failed(); });
     pager_->set_step(0);
+    pager_->set_loading();  // llama.cpp reads no weight while loading, unless it repacks or converts one
     pager_->start();
     model_mapping::substitute(dev_, ino_, const_cast<std::byte*>(pager_->base()), m_.file_bytes,
                               (m_.file_bytes + 4095) / 4096 * 4096);
@@ -179,19 +180,19 @@ int run_generate(const GenerateConfig& cfg) {
   if (cfg.prompt.empty()) throw InputError("--prompt must not be empty");
   if (cfg.tokens >= cfg.ctx) throw InputError("--tokens must be smaller than --ctx");
   capture_llama_log();
-  // The model's objects (header and tensor table only).
+  // The model's header and tensor table (a split GGUF and a GGUF without architecture are
+  // refused here), then whether llama.cpp knows the architecture, then the objects.
   GgufSummary g = read_gguf(cfg.model);
-  Manifest m = build_manifest(g.tensors, g.file_bytes, g.data_offset, cfg.pager.chunk_size);
+  llama_backend_init();
+  struct BackendFree {
+    ~BackendFree() { llama_backend_free(); }
+  } backend_free;
+  check_loadable(cfg.model, g);
+  Manifest m = build_manifest(g.tensors, g.file_bytes, g.data_offset, cfg.pager.chunk_size, g.n_expert);
   if (static_cast<uint64_t>(cfg.tokens + 2) * m.steps_per_pass() > UINT32_MAX)
     throw InputError("--tokens times the object steps per pass exceeds the trace's u32 step field");
-  llama_backend_init();
-  int rc;
-  {
-    GenerateRun run(cfg, std::move(m), std::move(g));
-    rc = run.execute();
-  }
-  llama_backend_free();
-  return rc;
+  GenerateRun run(cfg, std::move(m), std::move(g));
+  return run.execute();
 }
 
 }  // namespace resid

@@ -31,6 +31,10 @@ struct GenerateConfig {
   // no discovery pass, so no pass is slowed by it) and where to write the ones this run
   // used or learned (--graph-plan-out). Empty: discover, write nothing.
   std::string graph_plan, graph_plan_out;
+  // A negative control (--repack): let llama.cpp repack the weights it can at load
+  // (use_extra_bufts). Repacked weights are no longer file-backed, so the load check must
+  // refuse the model (exit 2); a model with nothing to repack runs as usual.
+  bool repack = false;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

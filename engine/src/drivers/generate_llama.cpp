@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/clock.hpp"
 #include "core/errors.hpp"
@@ -16,28 +19,48 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
+// llama.cpp's own list of a model's tensors: declared in the pinned commit's src/llama-model.h
+// ("for internal test use"), defined in libllama, not in llama.h. The load check below is
+// the only user.
+const std::vector<std::pair<std::string, ggml_tensor*>>& llama_internal_get_tensor_map(const llama_model* model);
+
 namespace resid {
 
 namespace {
 
 // llama.cpp's and ggml's log: kept (not printed), so stderr carries only the contract's lines;
-// the last error is quoted when a load fails.
+// the errors logged since the last clear are quoted when a load fails (llama.cpp logs the
+// reason first, then "failed to load model").
 struct LogCapture {
   std::mutex mu;
-  std::string last_error;
-  std::string pending;
+  std::vector<std::string> errors;
+  bool in_error = false;
   static void cb(ggml_log_level level, const char* text, void* user) {
     auto* self = static_cast<LogCapture*>(user);
     std::lock_guard lk(self->mu);
-    if (level == GGML_LOG_LEVEL_CONT)
-      self->pending += text;
-    else
-      self->pending = text;
-    if (level == GGML_LOG_LEVEL_ERROR || (level == GGML_LOG_LEVEL_CONT && !self->last_error.empty()))
-      self->last_error = one_line(self->pending);
+    if (level == GGML_LOG_LEVEL_ERROR) {
+      self->errors.push_back(text);
+      self->in_error = true;
+    } else if (level == GGML_LOG_LEVEL_CONT && self->in_error) {
+      self->errors.back() += text;
+    } else if (level != GGML_LOG_LEVEL_CONT) {
+      self->in_error = false;
+    }
   }
 };
 LogCapture g_log;
+
+// A model file llama.cpp refused, explained (InputError text), from the errors it logged.
+std::string refusal(const std::string& model, const std::string& arch) {
+  const std::string why = llama_log_error();
+  if (why.find("unknown model architecture") != std::string::npos)
+    return "model " + model + ": architecture '" + arch + "' (general.architecture) is not one the pinned llama.cpp (" +
+           RESID_LLAMA_COMMIT + ") knows";
+  if (why.find("unsupported model architecture") != std::string::npos)
+    return "model " + model + ": architecture '" + arch + "' is known to the pinned llama.cpp (" + RESID_LLAMA_COMMIT +
+           "), which cannot run it as a model: " + why;
+  return "llama.cpp could not load " + model + (why.empty() ? "" : ": " + why);
+}
 
 }  // namespace
 
@@ -55,7 +78,30 @@ void capture_llama_log() {
 
 std::string llama_log_error() {
   std::lock_guard lk(g_log.mu);
-  return g_log.last_error;
+  std::string all;
+  for (const auto& e : g_log.errors) all += (all.empty() ? "" : "; ") + one_line(e);
+  return all;
+}
+
+void clear_llama_log_error() {
+  std::lock_guard lk(g_log.mu);
+  g_log.errors.clear();
+  g_log.in_error = false;
+}
+
+// Before the pager and the manifest: llama.cpp reads the header and the vocabulary (no tensor
+// is mapped), so an architecture it does not know, or a vocabulary it cannot load, is said
+// first, before anything is set up for the model.
+void check_loadable(const std::string& model, const GgufSummary& g) {
+  llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  mp.load_mode = LLAMA_LOAD_MODE_NONE;
+  mp.n_gpu_layers = 0;
+  clear_llama_log_error();
+  llama_model* probe = llama_model_load_from_file(model.c_str(), mp);
+  if (!probe) throw InputError(refusal(model, g.architecture));
+  llama_model_free(probe);
+  clear_llama_log_error();
 }
 
 // ---- load ------------------------------------------------------------------------------------
@@ -67,7 +113,7 @@ bool GenerateRun::load_model(llama_model*& model) {
   mp.n_gpu_layers = 0;
   mp.load_mode = LLAMA_LOAD_MODE_MMAP;
   mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
-  mp.use_extra_bufts = false;  // no repacking: every arm runs the same kernels on the same bytes
+  mp.use_extra_bufts = cfg_.repack;  // no repacking: every arm runs the same kernels on the same bytes
   mp.check_tensors = false;    // would read every weight at load
   t_start_.store(now_ns());
   touch_progress();
@@ -80,7 +126,7 @@ bool GenerateRun::load_model(llama_model*& model) {
     if (pager_ && !mr.refused.empty())
       run_error_ = "mapping: llama.cpp's mapping of the model file was refused: " + mr.refused;
     else
-      input_error_ = "llama.cpp could not load " + cfg_.model + (llama_log_error().empty() ? "" : ": " + llama_log_error());
+      input_error_ = refusal(cfg_.model, g_.architecture);
     return false;
   }
   if (pager_ ? !mr.interposed : mr.addr == 0) {
@@ -89,6 +135,11 @@ bool GenerateRun::load_model(llama_model*& model) {
     return false;
   }
   observer_.set_mapping(mr.addr, pager_ ? m_.file_bytes : mr.length);
+  if (auto why = weight_not_file_backed(llama_internal_get_tensor_map(model), m_, mr.addr,
+                                        pager_ ? m_.file_bytes : mr.length)) {
+    input_error_ = "model " + cfg_.model + ": " + *why + "; the pager pages only weights llama.cpp uses in place from the file";
+    return false;
+  }
   if (!pager_) {
     kmap_base_ = reinterpret_cast<const std::byte*>(mr.addr);
     compute_chunk_runs(mr);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "core/clock.hpp"
 #include "core/errors.hpp"
@@ -26,14 +27,24 @@ nlohmann::json GenerateRun::counters_json() {
                         io_end_.load() - io0_.load()};
   nlohmann::json j = pager_counters_json(ac, pager_.get());
   // Demand fills outside the step they were attributed to (a weight touched out of its
-  // declared object): evidence on the signal's exactness, from the trace.
-  uint64_t stray = 0;
-  for (const auto& r : trace_.sorted()) {
+  // declared object): evidence on the signal's exactness, from the trace. And demand fills
+  // of a chunk the step has no access record of (a MoE step that read an expert the routes
+  // did not pick): evidence that the reference trace holds every chunk really read.
+  uint64_t stray = 0, unrecorded = 0;
+  const auto recs = trace_.sorted();
+  std::set<std::pair<uint64_t, ChunkId>> accessed;
+  for (const auto& r : recs)
+    if (r.kind == static_cast<uint8_t>(TraceKind::Access)) accessed.emplace(r.step, r.chunk);
+  for (const auto& r : recs) {
     if (r.kind != static_cast<uint8_t>(TraceKind::DemandFill)) continue;
     const auto& cs = steps_[r.step % S_];
-    if (!std::binary_search(cs.begin(), cs.end(), r.chunk)) ++stray;
+    if (!std::binary_search(cs.begin(), cs.end(), r.chunk))
+      ++stray;
+    else if (!accessed.count({r.step, r.chunk}))
+      ++unrecorded;
   }
   j["stray_demand_fills"] = stray;
+  j["unrecorded_demand_fills"] = unrecorded;
   return j;
 }
 
@@ -81,6 +92,8 @@ nlohmann::json GenerateRun::signal_audit_json() const {
           {"outside_reads", os.outside_reads},
           {"embd_rows_read", os.embd_rows_read},
           {"embd_rows_unread", os.embd_rows_unread},
+          {"moe_steps_routed", moe_steps_routed_},
+          {"moe_steps_unrouted", moe_steps_unrouted_},
           {"discovery_passes", os.discovery_passes},
           {"objects_out_of_order", os.out_of_order},
           {"first_violation", or_null(os.first_violation)}};
@@ -124,7 +137,7 @@ nlohmann::json GenerateRun::record(const std::string& error) {
   j["wall_ns"] = t0 ? (t1 ? t1 : now_ns()) - t0 : 0;
   j["trace"] = {{"file", "trace.bin"}, {"records", trace_.size()}};
   j["model"] = model_json();
-  j["llama"] = {{"commit", RESID_LLAMA_COMMIT}, {"repack_disabled", true},      {"use_extra_bufts", false},
+  j["llama"] = {{"commit", RESID_LLAMA_COMMIT}, {"repack_disabled", !cfg_.repack}, {"use_extra_bufts", cfg_.repack},
                 {"load_mode", "mmap"},         {"lazy_mode", "off"},          {"threadpool", "persistent"},
                 {"threads", a_.threads},       {"ctx", cfg_.ctx}};
   j["generation"] = generation_json();

@@ -35,7 +35,11 @@ HugeChunks huge_mode(const GenerateConfig& c);
 std::string one_line(std::string s);
 // The last error llama.cpp or ggml logged ("" if none); their log is kept, not printed.
 std::string llama_log_error();
+void clear_llama_log_error();
 void capture_llama_log();
+// InputError (exit 2, one line naming the model) unless llama.cpp loads the model's header
+// and vocabulary: an architecture the pinned llama.cpp does not know is said here.
+void check_loadable(const std::string& model, const GgufSummary& g);
 
 class GenerateRun final : public StepListener {
  public:
@@ -63,7 +67,12 @@ class GenerateRun final : public StepListener {
   // generate_steps.cpp
   size_t reserve_records() const;
   void finish_pass();
+  // What a step holds (its consumers, entered before the step and left after it): the
+  // batch's embedding rows for embd, the declared chunks otherwise.
   const std::vector<ChunkId>& access_chunks(uint32_t obj) const { return obj == 0 ? embd_access_ : steps_[obj]; }
+  // What a step read (its access records, Belady's reference): a MoE layer whose routes were
+  // read reads its router-picked experts' slices only, every other step what it holds.
+  const std::vector<ChunkId>& read_chunks(uint32_t obj);
   nlohmann::json oversize_objects() const;
   bool oversize(uint32_t obj) const { return pager_ && access_chunks(obj).size() > fit_chunks_; }
   void enter(uint32_t obj);
@@ -123,6 +132,10 @@ class GenerateRun final : public StepListener {
   bool cur_entered_ = false;          // the current step's chunks were entered (not oversize)
   std::vector<ChunkId> embd_access_;  // this pass's embd rows' chunks
   uint64_t embd_rows_unread_ = 0;
+  std::vector<std::vector<int32_t>> pass_experts_;  // per layer: the experts routed in this pass
+  std::vector<uint8_t> pass_routed_;                // per layer: its routes were read this pass
+  std::vector<ChunkId> routed_read_;                // read_chunks' result for a routed step
+  uint64_t moe_steps_routed_ = 0, moe_steps_unrouted_ = 0;
   std::vector<uint8_t> entry_miss_;
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> chunk_runs_;
   std::vector<unsigned char> mincore_buf_;

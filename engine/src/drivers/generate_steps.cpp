@@ -41,6 +41,8 @@ void GenerateRun::pass_started(std::optional<std::vector<ChunkId>> embd_rows) {
   // those chunks are its accesses (the reference trace) and what it holds.
   embd_access_ = embd_rows ? std::move(*embd_rows) : steps_[0];
   if (!embd_rows) ++embd_rows_unread_;
+  pass_experts_.assign(m_.n_layer, {});
+  pass_routed_.assign(m_.n_layer, 0);
   if (!pager_) probe_kernel(0);
   cur_entered_ = !oversize(0);
   if (pager_) pager_->set_step_oversize(!cur_entered_);
@@ -69,6 +71,13 @@ void GenerateRun::object_entered(uint32_t obj) {
 }
 
 void GenerateRun::routes(int layer, std::vector<std::vector<int32_t>> experts) {
+  if (layer >= 0 && static_cast<uint32_t>(layer) < pass_experts_.size()) {
+    auto& u = pass_experts_[static_cast<size_t>(layer)];
+    for (const auto& row : experts) u.insert(u.end(), row.begin(), row.end());
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    pass_routed_[static_cast<size_t>(layer)] = 1;
+  }
   nlohmann::ordered_json j = {{"pass", pass_}, {"layer", layer}, {"experts", experts}};
   std::lock_guard lk(routes_mu_);  // fail_now may write them from the monitor thread
   routes_.push_back(j.dump());
@@ -119,11 +128,35 @@ void GenerateRun::signal(uint64_t consumed, uint64_t next, bool next_oversize) {
   touch_progress();
 }
 
+const std::vector<ChunkId>& GenerateRun::read_chunks(uint32_t obj) {
+  const ModelObject& o = m_.objects[obj];
+  if (o.expert_tensors.empty()) return access_chunks(obj);
+  const auto l = static_cast<size_t>(o.layer);
+  if (l < pass_routed_.size() && pass_routed_[l]) {
+    if (auto cs = m_.routed_chunks(obj, pass_experts_[l])) {
+      ++moe_steps_routed_;
+      routed_read_ = std::move(*cs);
+      return routed_read_;
+    }
+  }
+  ++moe_steps_unrouted_;  // no readable routes: every expert counted as read
+  return access_chunks(obj);
+}
+
+// The step's access records: the chunks it read (arm A: a miss when a page of the chunk was
+// absent at the step's entry, probed over what the step holds).
 void GenerateRun::record_accesses(uint32_t obj, uint64_t step) {
-  const auto& cs = access_chunks(obj);
-  for (size_t i = 0; i < cs.size(); ++i) {
-    const bool miss = pager_ ? pager_->demand_filled_in(cs[i], step) : entry_miss_.at(i) != 0;
-    trace_.append(step, cs[i], TraceKind::Access, miss ? kTraceMiss : 0);
+  const auto& held = access_chunks(obj);
+  const auto& cs = read_chunks(obj);
+  for (const ChunkId c : cs) {
+    bool miss;
+    if (pager_) {
+      miss = pager_->demand_filled_in(c, step);
+    } else {
+      const auto it = std::lower_bound(held.begin(), held.end(), c);
+      miss = it != held.end() && *it == c && entry_miss_.at(static_cast<size_t>(it - held.begin())) != 0;
+    }
+    trace_.append(step, c, TraceKind::Access, miss ? kTraceMiss : 0);
     misses_.fetch_add(miss ? 1 : 0, std::memory_order_relaxed);
   }
   accesses_.fetch_add(cs.size(), std::memory_order_relaxed);

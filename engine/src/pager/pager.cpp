@@ -283,6 +283,11 @@ void Pager::set_step_oversize(bool oversize) {
   if (oversize) ++st_.oversize_steps;
 }
 
+void Pager::set_loading() {
+  std::lock_guard lk(mu_);
+  set_mode_locked(true);
+}
+
 
 
 

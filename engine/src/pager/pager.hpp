@@ -232,6 +232,12 @@ class Pager final : private FillOwner {
   // Whether the current step runs oversize (generate: known at the pass start, when the
   // batch's tokens are). Drops every pin.
   void set_step_oversize(bool oversize);
+  // Before the first step (a model load): reads then belong to no step, so nothing holds
+  // their chunks; each faulting thread's last chunks are pinned as in an oversize step (none
+  // counted), or a policy could evict the chunk a loader is reading (the declared one does:
+  // a chunk read out of the declared order has the farthest next use) on every fill. The
+  // first set_step_oversize or step change ends it.
+  void set_loading();
 
   // Was chunk c demand-filled while `step` was current?
   bool demand_filled_in(ChunkId c, uint64_t step) const;

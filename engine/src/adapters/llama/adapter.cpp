@@ -18,6 +18,7 @@ std::optional<uint32_t> u32_key(const gguf_context* g, const std::string& key) {
   const int64_t id = gguf_find_key(g, key.c_str());
   if (id < 0) return std::nullopt;
   switch (gguf_get_kv_type(g, id)) {
+    case GGUF_TYPE_UINT16: return gguf_get_val_u16(g, id);
     case GGUF_TYPE_UINT32: return gguf_get_val_u32(g, id);
     case GGUF_TYPE_INT32: return static_cast<uint32_t>(gguf_get_val_i32(g, id));
     case GGUF_TYPE_UINT64: return static_cast<uint32_t>(gguf_get_val_u64(g, id));
@@ -53,6 +54,18 @@ GgufSummary read_gguf(const std::string& path) {
   s.data_offset = gguf_get_data_offset(g);
   if (const int64_t id = gguf_find_key(g, "general.architecture"); id >= 0 && gguf_get_kv_type(g, id) == GGUF_TYPE_STRING)
     s.architecture = gguf_get_val_str(g, id);
+  // One file is one model: the pager maps one file, and llama.cpp would map the other parts
+  // of a split GGUF (split.count > 1) beside it, unpaged.
+  const uint32_t split_count = u32_key(g, "split.count").value_or(1);
+  const uint32_t split_no = u32_key(g, "split.no").value_or(0);
+  if (s.architecture.empty() || split_count > 1) {
+    gguf_free(g);
+    if (split_count > 1)
+      throw InputError("model " + path + " is part " + std::to_string(split_no + 1) + " of a split GGUF (split.count = " +
+                       std::to_string(split_count) + "): the pager maps one file; merge the parts into one GGUF first "
+                       "(llama-gguf-split --merge)");
+    throw InputError("model " + path + " has no general.architecture: not a model GGUF llama.cpp can load");
+  }
   s.n_expert = u32_key(g, s.architecture + ".expert_count").value_or(0);
   s.n_expert_used = u32_key(g, s.architecture + ".expert_used_count").value_or(0);
   const int64_t n = gguf_get_n_tensors(g);
@@ -70,6 +83,25 @@ GgufSummary read_gguf(const std::string& path) {
     throw InputError("model file " + path + " truncated: its tensor data would start at byte " +
                      std::to_string(s.data_offset) + " but the file has " + std::to_string(s.file_bytes));
   return s;
+}
+
+std::optional<std::string> weight_not_file_backed(const std::vector<std::pair<std::string, ggml_tensor*>>& weights,
+                                                  const Manifest& m, uintptr_t base, uint64_t length) {
+  std::unordered_map<std::string, uint64_t> offset;
+  for (const auto& t : m.tensors) offset.emplace(t.name, t.offset);
+  for (const auto& [name, t] : weights) {
+    const auto it = offset.find(name);
+    if (!t || it == offset.end()) return "llama.cpp holds a weight " + name + " that the GGUF's tensor table does not list";
+    const std::string buf = t->buffer ? std::string(" (") + ggml_backend_buffer_name(t->buffer) + " buffer)" : "";
+    const auto a = reinterpret_cast<uintptr_t>(t->data);
+    if (!t->data || a < base || a - base >= length)
+      return "tensor " + name + " is not file-backed after loading: llama.cpp holds it outside the model's mapping" + buf +
+             " (repacked or converted at load)";
+    if (a - base != it->second)
+      return "tensor " + name + " is not file-backed after loading: llama.cpp reads it at file offset " +
+             std::to_string(a - base) + ", the GGUF puts it at " + std::to_string(it->second) + buf;
+  }
+  return std::nullopt;
 }
 
 bool EvalObserver::callback(ggml_tensor* t, bool ask, void* user_data) {

@@ -51,8 +51,17 @@ struct GgufSummary {
 };
 
 // Reads the GGUF header and tensor table (no tensor data). InputError (exit 2) on a file
-// that is missing, not a GGUF, or truncated.
+// that is missing, not a GGUF, truncated, without general.architecture, or one part of a
+// split GGUF (split.count > 1).
 GgufSummary read_gguf(const std::string& path);
+
+// After the load, before any run: every weight llama.cpp holds must be used in place from
+// the file, i.e. lie in the model's mapping [base, base + length) at the offset the GGUF's
+// tensor table gives it. Otherwise (repacked into another buffer, converted, copied) the pager
+// would page bytes llama.cpp never reads. `weights`: llama.cpp's (name, tensor) list. Returns
+// the first weight that is not, described (its buffer named), or nullopt.
+std::optional<std::string> weight_not_file_backed(const std::vector<std::pair<std::string, ggml_tensor*>>& weights,
+                                                  const Manifest& m, uintptr_t base, uint64_t length);
 
 class StepListener {
  public:

@@ -33,6 +33,10 @@ std::optional<uint32_t> layer_of(const std::string& name) {
   return n;
 }
 
+// blk.N.ffn_gate_exps.weight, ffn_up_exps, ffn_down_exps, ffn_gate_up_exps (and their
+// biases): the experts stacked along the last dimension.
+bool is_expert_tensor(const std::string& name) { return name.find("_exps.") != std::string::npos; }
+
 bool is_shared_rope(const std::string& name) {
   return starts_with(name, "rope_freqs.") || starts_with(name, "rope_factors_long.") ||
          starts_with(name, "rope_factors_short.");
@@ -122,10 +126,26 @@ ModelObject make_object(const Manifest& m, std::string name, ObjectKind kind, in
   return o;
 }
 
+// Every layer's expert tensors, checked to split into n_expert equal slices.
+void mark_expert_tensors(Manifest& m, uint32_t n_expert) {
+  m.n_expert = n_expert;
+  for (auto& o : m.objects) {
+    if (o.kind != ObjectKind::Layer) continue;
+    for (uint32_t t : o.tensors) {
+      const TensorInfo& ti = m.tensors[t];
+      if (!is_expert_tensor(ti.name)) continue;
+      if (ti.bytes == 0 || ti.bytes % n_expert != 0)
+        throw InputError("expert tensor " + ti.name + " (" + std::to_string(ti.bytes) + " bytes) does not split into " +
+                         std::to_string(n_expert) + " equal expert slices");
+      o.expert_tensors.push_back(t);
+    }
+  }
+}
+
 }  // namespace
 
 Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
-                        uint64_t chunk_size) {
+                        uint64_t chunk_size, uint32_t n_expert) {
   if (chunk_size == 0) throw InputError("chunk size must be positive");
   if (tensors.empty()) throw InputError("the model has no tensors");
   Manifest m;
@@ -152,6 +172,7 @@ Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, ui
   m.membership.assign(m.objects.size(), std::vector<uint8_t>(m.tensors.size(), 0));
   for (uint32_t o = 0; o < m.objects.size(); ++o)
     for (uint32_t t : m.objects[o].tensors) m.membership[o][t] = 1;
+  if (n_expert > 0) mark_expert_tensors(m, n_expert);
   return m;
 }
 
@@ -191,6 +212,34 @@ bool Manifest::object_has_tensor(uint32_t obj, uint32_t t) const {
   return obj < membership.size() && t < membership[obj].size() && membership[obj][t];
 }
 
+std::optional<uint32_t> Manifest::layer_object(int layer) const {
+  for (uint32_t o = 0; o < objects.size(); ++o)
+    if (objects[o].kind == ObjectKind::Layer && objects[o].layer == layer) return o;
+  return std::nullopt;
+}
+
+std::optional<std::vector<ChunkId>> Manifest::routed_chunks(uint32_t obj, const std::vector<int32_t>& experts) const {
+  if (obj >= objects.size() || objects[obj].expert_tensors.empty()) return std::nullopt;
+  const ModelObject& o = objects[obj];
+  for (int32_t e : experts)
+    if (e < 0 || static_cast<uint32_t>(e) >= n_expert) return std::nullopt;
+  std::set<ChunkId> cs;
+  auto add = [&](uint64_t b, uint64_t e) {
+    for (uint64_t c = b / chunk_size; c <= (e - 1) / chunk_size; ++c) cs.insert(static_cast<ChunkId>(c));
+  };
+  for (uint32_t t : o.tensors) {
+    const TensorInfo& ti = tensors[t];
+    if (ti.bytes == 0) continue;
+    if (!std::binary_search(o.expert_tensors.begin(), o.expert_tensors.end(), t)) {
+      add(ti.offset, ti.offset + ti.bytes);
+      continue;
+    }
+    const uint64_t slice = ti.bytes / n_expert;
+    for (int32_t e : experts) add(ti.offset + static_cast<uint64_t>(e) * slice, ti.offset + static_cast<uint64_t>(e + 1) * slice);
+  }
+  return std::vector<ChunkId>(cs.begin(), cs.end());
+}
+
 nlohmann::json Manifest::to_json() const {
   nlohmann::json objs = nlohmann::json::array();
   for (const auto& o : objects) {
@@ -200,8 +249,11 @@ nlohmann::json Manifest::to_json() const {
                     {"bytes", tensors[t].bytes}});
     nlohmann::json ex = nlohmann::json::array();
     for (const auto& [b, e] : o.extents) ex.push_back({b, e - b});
+    nlohmann::json xs = nlohmann::json::array();
+    for (uint32_t t : o.expert_tensors) xs.push_back(tensors[t].name);
     objs.push_back({{"name", o.name},
                     {"kind", to_string(o.kind)},
+                    {"expert_tensors", xs},
                     {"layer", o.layer >= 0 ? nlohmann::json(o.layer) : nlohmann::json(nullptr)},
                     {"tensors", ts},
                     {"bytes", o.bytes},
@@ -219,6 +271,7 @@ nlohmann::json Manifest::to_json() const {
           {"chunks", chunks},
           {"n_layer", n_layer},
           {"tied_output", tied_output},
+          {"n_expert", n_expert},
           {"max_step_chunks", max_step_chunks()},
           {"objects", objs},
           {"step_order", order}};

@@ -2,14 +2,19 @@
 // the chunks of the pager region (docs/run-contract.md, `residctl generate`).
 //
 //   embd      the token embedding (token_embd.*)
-//   layer.N   every tensor blk.N.*
+//   layer.N   every tensor blk.N.*, whatever the family puts there (biases, QK norms, post
+//             norms, fused qkv or gate-up, a router, experts, shared experts); plus the
+//             tensors shared by every layer (rope_freqs, rope_factors_long/short)
 //   output    output_norm.* and output.*; plus token_embd.* when the output projection is
 //             tied to the token embedding (no output.weight in the file)
 //
 // One pass of the model (the prefill, and every decode pass) visits the objects in this
 // compute order; the declared sequence of object steps is that order, repeated. Each object
-// covers the chunks its tensors' file extents overlap. Pure logic over a tensor list (the
-// GGUF reader lives in llama_adapter), so everything here is unit-testable without llama.
+// covers the chunks its tensors' file extents overlap. A layer's expert tensors (blk.N.*_exps.*,
+// the experts stacked along the last dimension, one equal slice each) are read only in the
+// slices of the experts the router picks: `routed_chunks` is what such a step reads. Pure
+// logic over a tensor list (the GGUF reader lives in llama_adapter), so everything here is
+// unit-testable without llama.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +43,7 @@ struct ModelObject {
   ObjectKind kind = ObjectKind::Layer;
   int layer = -1;                       // N for layer.N, -1 otherwise
   std::vector<uint32_t> tensors;        // indexes into Manifest::tensors, by offset
+  std::vector<uint32_t> expert_tensors; // those stacked per expert (*_exps.*), when n_expert > 0
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // merged [offset, end) union, sorted
   uint64_t bytes = 0;                   // sum of its tensors' bytes
   std::vector<ChunkId> chunks;          // chunks the extents overlap, ascending
@@ -50,6 +56,7 @@ struct Manifest {
   uint32_t chunks = 0;                  // ceil(file_bytes / chunk_size)
   bool tied_output = false;
   uint32_t n_layer = 0;
+  uint32_t n_expert = 0;                // experts per MoE layer (0: a dense model)
   std::vector<TensorInfo> tensors;      // sorted by offset
   std::vector<ModelObject> objects;     // the declared step order: embd, layer.0.., output
 
@@ -63,6 +70,12 @@ struct Manifest {
   std::optional<uint32_t> tensor_at(uint64_t off) const;
   // Does object `obj` contain tensor `t`?
   bool object_has_tensor(uint32_t obj, uint32_t t) const;
+  // The chunks object `obj` reads when its router picked `experts` (ids, any order, repeats
+  // allowed): its other tensors whole, of each expert tensor the slices of those experts.
+  // Ascending. nullopt for an object without expert tensors or an id outside 0..n_expert-1.
+  std::optional<std::vector<ChunkId>> routed_chunks(uint32_t obj, const std::vector<int32_t>& experts) const;
+  // The object of layer N.
+  std::optional<uint32_t> layer_object(int layer) const;
   // objects.json
   nlohmann::json to_json() const;
 
@@ -71,10 +84,11 @@ struct Manifest {
 
 // Builds the manifest. Throws InputError (exit 2) when a tensor lies outside the file
 // (a truncated model), tensors overlap, a tensor belongs to no object, a layer is missing,
-// or there is no token embedding. Tensors named rope_freqs.* / rope_factors_* (one tensor
-// read by every layer) are put into every layer object.
+// there is no token embedding, or (n_expert > 0) an expert tensor does not split into
+// n_expert equal slices. Tensors named rope_freqs.* / rope_factors_* (one tensor read by
+// every layer) are put into every layer object.
 Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
-                        uint64_t chunk_size);
+                        uint64_t chunk_size, uint32_t n_expert = 0);
 
 // The chunks holding rows `rows` of a row-major tensor at file offset `tensor_offset` of
 // `tensor_bytes` bytes, row r being [tensor_offset + r * row_bytes, + row_bytes) (row_bytes:

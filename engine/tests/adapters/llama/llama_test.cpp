@@ -6,11 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,9 +43,39 @@ using test::count_lines;
 using test::exists;
 using test::load_json;
 
+// The architecture matrix (engine/CMakeLists.txt, RESID_ARCH_MATRIX): model names
+// <arch>-<variant>-<tied|untied>-<type>, written by the llama_test_models fixture.
+std::vector<std::string> arch_matrix() {
+  std::vector<std::string> out;
+  std::stringstream in(RESID_ARCH_MATRIX);
+  for (std::string name; std::getline(in, name, ',');)
+    if (!name.empty()) out.push_back(name);
+  return out;
+}
+
+// Of the matrix, the first model of each family in a type llama.cpp repacks on x86 (the
+// tight-budget cells: oversize steps, per-thread pins, on every family's graph).
+std::vector<std::string> arch_matrix_one_per_family() {
+  std::vector<std::string> out;
+  std::set<std::string> families;
+  for (const auto& name : arch_matrix()) {
+    const std::string type = name.substr(name.rfind('-') + 1);
+    if ((type == "q4_0" || type == "q4_k_m" || type == "iq4_nl") && families.insert(name.substr(0, name.find('-'))).second)
+      out.push_back(name);
+  }
+  return out;
+}
+
+// "dense" and "moe" are the tiny llama models; any other name is a matrix model.
+std::string model_path(const std::string& name) {
+  return std::string(RESID_TEST_MODELS) + (name == "dense" || name == "moe" ? "/tiny-" + name : "/" + name) + ".gguf";
+}
+
+bool is_moe(const std::string& name) { return name == "moe" || name.find("-moe-") != std::string::npos; }
+
 // The test model, or the reason to skip.
 std::string model_or_skip_reason(const std::string& variant, std::string* reason) {
-  const std::string p = std::string(RESID_TEST_MODELS) + "/tiny-" + variant + ".gguf";
+  const std::string p = model_path(variant);
   if (exists(p)) return p;
   *reason = std::string(RESID_PYTHON).empty()
                 ? "no test model: configure with -DRESID_PYTHON=<python with the residency package>"
@@ -82,7 +116,7 @@ std::vector<Rec> read_trace(const std::string& path, uint64_t* chunk_size, uint6
 
 Manifest manifest_of(const std::string& model, uint64_t chunk = kChunk) {
   const GgufSummary g = read_gguf(model);
-  return build_manifest(g.tensors, g.file_bytes, g.data_offset, chunk);
+  return build_manifest(g.tensors, g.file_bytes, g.data_offset, chunk, g.n_expert);
 }
 
 // token_embd.weight's file offset and row size (its type and shape, from the GGUF's tensor
@@ -113,12 +147,55 @@ std::vector<uint32_t> rows_chunks(const std::vector<int>& ids, uint64_t off, uin
   return {cs.begin(), cs.end()};
 }
 
+// Per (pass, layer) of a MoE model, the chunks the layer's step reads: its tensors whole,
+// except the expert tensors (*_exps.*: n_expert equal slices stacked), of which only the
+// slices of the experts routes.jsonl lists for that pass and layer. Computed here from the
+// GGUF's tensor table (gguf directly) and the routes, independently of the adapter.
+using RoutedSteps = std::map<std::pair<uint64_t, int>, std::vector<uint32_t>>;
+RoutedSteps routed_step_chunks(const std::string& model, const std::string& routes_path, uint64_t chunk) {
+  RoutedSteps out;
+  if (!exists(routes_path)) return out;
+  gguf_init_params p{};
+  p.no_alloc = true;
+  gguf_context* g = gguf_init_from_file(model.c_str(), p);
+  if (!g) return out;
+  const std::string arch = gguf_get_val_str(g, gguf_find_key(g, "general.architecture"));
+  const uint64_t n_expert = gguf_get_val_u32(g, gguf_find_key(g, (arch + ".expert_count").c_str()));
+  std::istringstream in(test::slurp(routes_path));
+  for (std::string line; std::getline(in, line);) {
+    const auto rj = nlohmann::json::parse(line);
+    const int layer = rj["layer"].get<int>();
+    std::set<uint64_t> experts;
+    for (const auto& row : rj["experts"])
+      for (const auto& e : row) experts.insert(e.get<uint64_t>());
+    const std::string prefix = "blk." + std::to_string(layer) + ".";
+    std::set<uint32_t> cs;
+    auto add = [&](uint64_t b, uint64_t e) {
+      for (uint64_t c = b / chunk; c <= (e - 1) / chunk; ++c) cs.insert(static_cast<uint32_t>(c));
+    };
+    for (int64_t t = 0; t < gguf_get_n_tensors(g); ++t) {
+      const std::string name = gguf_get_tensor_name(g, t);
+      if (name.rfind(prefix, 0) != 0 && name.rfind("rope_", 0) != 0) continue;
+      const uint64_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, t), bytes = gguf_get_tensor_size(g, t);
+      if (name.find("_exps.") == std::string::npos) {
+        add(off, off + bytes);
+        continue;
+      }
+      for (uint64_t e : experts) add(off + e * (bytes / n_expert), off + (e + 1) * (bytes / n_expert));
+    }
+    out[{rj["pass"].get<uint64_t>(), layer}] = {cs.begin(), cs.end()};
+  }
+  gguf_free(g);
+  return out;
+}
+
 // Every access record of the trace by step; the embd steps (step % S == 0) must list exactly
 // the chunks of the rows of the pass's batch tokens (the prompt in pass 0, then the token
-// decoded by the previous pass), every other step its object's chunks.
+// decoded by the previous pass), a MoE layer's step the chunks of its routed experts (and its
+// other tensors), every other step its object's chunks.
 void expect_embd_accesses_are_the_batch_rows(const std::map<uint32_t, std::vector<uint32_t>>& acc, const Manifest& m,
                                              const nlohmann::json& tokens_json, const std::string& model,
-                                             const std::string& what) {
+                                             const std::string& what, const RoutedSteps& routed = {}) {
   const auto [off, row] = embd_offset_and_row(model);
   ASSERT_GT(row, 0u);
   const uint64_t S = m.objects.size();
@@ -128,7 +205,9 @@ void expect_embd_accesses_are_the_batch_rows(const std::map<uint32_t, std::vecto
   for (const auto& [step, chunks] : acc) {
     const uint64_t pass = step / S;
     if (step % S != 0) {
-      EXPECT_EQ(chunks, m.objects[step % S].chunks) << what << " step " << step;
+      const auto& o = m.objects[step % S];
+      const auto r = routed.find({pass, o.layer});
+      EXPECT_EQ(chunks, r != routed.end() ? r->second : o.chunks) << what << " step " << step;
       continue;
     }
     ++embd_steps;
@@ -371,6 +450,37 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
   ggml_free(ctx);
 }
 
+namespace {
+
+// D/OPT of the declared arm's run: its misses over Belady's MIN on its own reference trace
+// at its budget, computed by the pipeline's code (residency.trace, residency.belady). D can
+// never beat the offline optimum, and a trace with no miss would make the ratio meaningless.
+void expect_declared_over_opt_at_least_one(const std::string& run, const std::string& what) {
+  if (std::string(RESID_PYTHON).empty()) {
+    ADD_FAILURE() << "D/OPT needs RESID_PYTHON (the pipeline's Belady code)";
+    return;
+  }
+  const auto j = load_json(run + "/run.json");
+  const uint64_t capacity = j["budget"]["budget_chunks"].get<uint64_t>();
+  const std::string opt_json = run + "/opt.json";
+  const auto r = test::spawn_capture(RESID_PYTHON, {RESID_OPT_SCRIPT, run + "/trace.bin", std::to_string(capacity)},
+                                     run + "/opt.stderr", opt_json);
+  ASSERT_EQ(r.status, 0) << what << ": " << r.err;
+  const auto o = load_json(opt_json);
+  const uint64_t misses = j["counters"]["misses"].get<uint64_t>(), opt = o["opt_misses"].get<uint64_t>();
+  EXPECT_EQ(o["trace_misses"].get<uint64_t>(), misses) << what;
+  EXPECT_EQ(o["accesses"].get<uint64_t>(), j["counters"]["accesses"].get<uint64_t>()) << what;
+  ASSERT_GT(opt, 0u) << what;
+  const double ratio = static_cast<double>(misses) / static_cast<double>(opt);
+  EXPECT_TRUE(std::isfinite(ratio)) << what;
+  EXPECT_GE(ratio, 1.0) << what << ": D " << misses << " misses, OPT " << opt;
+  ::testing::Test::RecordProperty("d_over_opt", std::to_string(ratio));
+  std::printf("D/OPT %s: %llu / %llu = %.3f at %llu chunks\n", what.c_str(), static_cast<unsigned long long>(misses),
+              static_cast<unsigned long long>(opt), ratio, static_cast<unsigned long long>(capacity));
+}
+
+}  // namespace
+
 class Generate : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
@@ -379,8 +489,8 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
   const Manifest m = manifest_of(model);
   const uint64_t max_step = m.max_step_chunks();
   const uint32_t depth = 2;
-  // Window (one chunk) + page tables (one PTE and one PMD page) paid from the budget.
-  const uint64_t own = kChunk + 2 * 4096;
+  // Window (one chunk) + the region's page tables paid from the budget.
+  const uint64_t own = kChunk + Pager::page_table_reserve(static_cast<uint64_t>(m.chunks) * kChunk);
   // The largest object held whole (no oversize step), and at least the hard minimum.
   const uint64_t budget_chunks = std::max<uint64_t>(max_step + depth, Pager::kPinsPerThread * 2 + 2 + depth);
   ASSERT_LT(budget_chunks, m.chunks) << "the test model is too small to page";
@@ -389,6 +499,7 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
   const std::string errf = dir.file("stderr.txt");
 
   std::map<std::string, std::string> tokens_of, logits_of;
+  std::string declared_out;
   // Every pager arm is compared with kernel-mmap: without userfaultfd there is nothing to compare.
   if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
   for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}) {
@@ -405,7 +516,7 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     for (const char* f : {"run.json", "trace.bin", "tokens.json", "logits.f32", "logits.sha256", "objects.json",
                           "response.txt"})
       ASSERT_TRUE(exists(out + "/" + f)) << arm << " " << f;
-    EXPECT_EQ(exists(out + "/routes.jsonl"), GetParam() == "moe") << arm;
+    EXPECT_EQ(exists(out + "/routes.jsonl"), is_moe(GetParam())) << arm;
 
     const auto j = load_json(out + "/run.json");
     EXPECT_EQ(j["status"], "ok") << arm;
@@ -414,6 +525,9 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(j["llama"]["repack_disabled"], true);
     EXPECT_EQ(j["llama"]["commit"].get<std::string>().size(), 40u);
     EXPECT_EQ(j["model"]["n_layer"], m.n_layer);
+    const size_t dash = GetParam().find('-');
+    EXPECT_EQ(j["model"]["architecture"], dash == std::string::npos ? "llama" : GetParam().substr(0, dash)) << arm;
+    EXPECT_EQ(j["model"]["tied_output"], GetParam().find("-tied-") != std::string::npos) << arm;
     EXPECT_EQ(j["objects"], m.objects.size());
     EXPECT_EQ(j["steps_per_pass"], m.objects.size());
     const auto& gen = j["generation"];
@@ -478,9 +592,14 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(objs["objects"][0]["name"], "embd");
 
     const auto tj = load_json(out + "/tokens.json");
-    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, arm);
+    const auto routed = routed_step_chunks(model, out + "/routes.jsonl", kChunk);
+    EXPECT_EQ(routed.size(), is_moe(GetParam()) ? tokens * m.n_layer : 0u) << arm;
+    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, arm, routed);
     EXPECT_EQ(sa["embd_rows_read"], tokens) << arm;
     EXPECT_EQ(sa["embd_rows_unread"], 0) << arm;
+    EXPECT_EQ(sa["moe_steps_routed"], is_moe(GetParam()) ? tokens * m.n_layer : 0u) << arm;
+    EXPECT_EQ(sa["moe_steps_unrouted"], 0) << arm;
+    EXPECT_EQ(c["unrecorded_demand_fills"], 0) << arm;
     EXPECT_EQ(tj["tokens"].size(), tokens);
     EXPECT_FALSE(tj["prompt_tokens"].empty());
     tokens_of[arm] = tj["tokens"].dump();
@@ -488,7 +607,8 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(logits_of[arm].size(), tokens * j["model"]["n_vocab"].get<size_t>() * 4);
     EXPECT_EQ(count_lines(test::slurp(out + "/logits.sha256")), tokens);
 
-    if (GetParam() == "moe") {
+    if (arm == "pager-declared") declared_out = out;
+    if (is_moe(GetParam())) {
       const std::string routes = test::slurp(out + "/routes.jsonl");
       EXPECT_EQ(count_lines(routes), tokens * m.n_layer) << arm;
       std::istringstream in(routes);
@@ -508,9 +628,20 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(t, tokens_of["kernel-mmap"]) << arm;
     EXPECT_TRUE(logits_of[arm] == logits_of["kernel-mmap"]) << arm << ": logits differ";
   }
+  ASSERT_FALSE(declared_out.empty());
+  expect_declared_over_opt_at_least_one(declared_out, GetParam());
+}
+
+// Every name the matrix holds must be a test name gtest accepts ([A-Za-z0-9_]).
+std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
+  std::string n = p.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::Values(std::string("dense"), std::string("moe")));
+INSTANTIATE_TEST_SUITE_P(Arch, Generate, ::testing::ValuesIn(arch_matrix()), param_name);
 
 // Budgets below the largest object: the oversize steps run with per-thread pins and the
 // policies' in-step rules; every arm must still be byte-identical to the kernel mapping,
@@ -582,7 +713,9 @@ TEST_P(TightBudget, EveryArmIsExactBelowTheLargestObject) {
       }
     }
     const auto tj = load_json(out + "/tokens.json");
-    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, what);
+    expect_embd_accesses_are_the_batch_rows(acc, m, tj, model, what, routed_step_chunks(model, out + "/routes.jsonl", chunk));
+    EXPECT_EQ(j["signal_audit"]["moe_steps_unrouted"], 0) << what;
+    EXPECT_EQ(c["unrecorded_demand_fills"], 0) << what;
     const std::string logits = test::slurp(out + "/logits.f32");
     if (cell.arm == "kernel-mmap") {
       oracle_tokens = tj["tokens"].dump();
@@ -595,6 +728,7 @@ TEST_P(TightBudget, EveryArmIsExactBelowTheLargestObject) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TightBudget, ::testing::Values(std::string("dense"), std::string("moe")));
+INSTANTIATE_TEST_SUITE_P(Arch, TightBudget, ::testing::ValuesIn(arch_matrix_one_per_family()), param_name);
 
 TEST(GenerateInput, TruncatedModelExitsTwoWithOneLine) {
   MODEL_OR_SKIP(model, "dense");
@@ -1011,4 +1145,135 @@ TEST(GenerateGraphPlan, DiscoveredOnceReusedExactlyAndAuditedWhenWrong) {
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("signal"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(wrong + "/tokens.json"));
+}
+
+// ---- models that cannot run: one line, exit 2, the model and the reason named ----------------
+
+namespace {
+
+// tiny-dense rewritten through gguf (tensor data included) with its metadata changed.
+std::string rewritten(const std::string& model, const std::string& out, const std::function<void(gguf_context*)>& edit) {
+  ggml_context* data = nullptr;
+  gguf_init_params p{};
+  p.no_alloc = false;
+  p.ctx = &data;
+  gguf_context* src = gguf_init_from_file(model.c_str(), p);
+  if (!src) return {};
+  gguf_context* g = gguf_init_empty();
+  gguf_set_kv(g, src);
+  edit(g);
+  for (int64_t t = 0; t < gguf_get_n_tensors(src); ++t) gguf_add_tensor(g, ggml_get_tensor(data, gguf_get_tensor_name(src, t)));
+  const bool ok = gguf_write_to_file(g, out.c_str(), false);
+  gguf_free(g);
+  gguf_free(src);
+  ggml_free(data);
+  return ok ? out : std::string();
+}
+
+}  // namespace
+
+TEST(GenerateInput, ModelsThatCannotRunAreOneLineErrorsNamingTheModel) {
+  MODEL_OR_SKIP(model, "dense");
+  test::TempDir dir;
+  const std::string unknown = rewritten(model, dir.file("unknown-arch.gguf"),
+                                        [](gguf_context* g) { gguf_set_val_str(g, "general.architecture", "fooarch"); });
+  const std::string split = rewritten(model, dir.file("split-00001-of-00002.gguf"), [](gguf_context* g) {
+    gguf_set_val_u16(g, "split.no", 0);
+    gguf_set_val_u16(g, "split.count", 2);
+  });
+  const std::string no_arch = rewritten(model, dir.file("no-arch.gguf"),
+                                        [](gguf_context* g) { gguf_remove_key(g, "general.architecture"); });
+  ASSERT_FALSE(unknown.empty() || split.empty() || no_arch.empty());
+  struct Cell {
+    std::string model, needle;
+  };
+  const std::vector<Cell> cells = {
+      {unknown, "architecture 'fooarch' (general.architecture) is not one the pinned llama.cpp ("},
+      {split, "is part 1 of a split GGUF (split.count = 2): the pager maps one file"},
+      {no_arch, "has no general.architecture"}};
+  for (const auto& cell : cells)
+    for (std::string arm : {"kernel-mmap", "pager-declared"}) {
+      const std::string out = dir.file("out-" + arm);
+      auto args = generate_args(cell.model, out, arm, kChunk, 2);
+      if (arm != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", "100000000"});
+      const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+      EXPECT_EQ(r.status, 2) << cell.model << " " << arm << ": " << r.err;
+      EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+      EXPECT_EQ(r.err.rfind("residctl: error: model " + cell.model, 0), 0u) << r.err;
+      EXPECT_NE(r.err.find(cell.needle), std::string::npos) << r.err;
+      EXPECT_FALSE(exists(out)) << "nothing may be written";
+    }
+}
+
+// Weights llama.cpp does not use in place from the file (here: repacked at load, the
+// --repack negative control on a Q4_0 model) are refused after the load, before any run, in
+// every arm; a model with nothing to repack (F16) loads and runs under the same control.
+TEST(GenerateInput, WeightsNotFileBackedAfterTheLoadAreRefused) {
+  MODEL_OR_SKIP(q4, "llama-dense-untied-q4_0");
+  MODEL_OR_SKIP(f16, "llama-dense-tied-f16");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  const Manifest m = manifest_of(q4);
+  const std::string budget = std::to_string((m.chunks / 2 + 8) * kChunk);
+  for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared"}) {
+    const std::string out = dir.file("out-" + arm);
+    auto args = generate_args(q4, out, arm, kChunk, 2);
+    args.push_back("--repack");
+    if (arm != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", budget});
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+    EXPECT_EQ(r.status, 2) << arm << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("residctl: error: model " + q4 + ": tensor ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(" is not file-backed after loading: llama.cpp holds it outside the model's mapping (CPU_REPACK buffer)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(exists(out)) << arm;
+  }
+  const std::string out = dir.file("f16");
+  auto args = generate_args(f16, out, "kernel-mmap", kChunk, 2);
+  args.push_back("--repack");
+  const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = load_json(out + "/run.json");
+  EXPECT_EQ(j["llama"]["use_extra_bufts"], true);
+  EXPECT_EQ(j["llama"]["repack_disabled"], false);
+  EXPECT_EQ(j["signal_audit"]["outside_reads"], 0);
+}
+
+TEST(LlamaAdapter, WeightsOutsideTheMappingOrAtAnotherOffsetAreNotFileBacked) {
+  std::vector<TensorInfo> ts;
+  uint64_t off = 4096;
+  for (const char* n : {"token_embd.weight", "blk.0.attn_norm.weight", "output_norm.weight"}) {
+    ts.push_back({n, "F32", off, 4096});
+    off += 4096;
+  }
+  const Manifest m = build_manifest(ts, off, 4096, 4096);
+  std::vector<std::byte> mapping(off), elsewhere(4096);
+  const auto base = reinterpret_cast<uintptr_t>(mapping.data());
+  ggml_init_params ip{8 * ggml_tensor_overhead(), nullptr, true};
+  ggml_context* ctx = ggml_init(ip);
+  std::vector<std::pair<std::string, ggml_tensor*>> weights;
+  for (const auto& t : m.tensors) {
+    ggml_tensor* w = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1024);
+    w->data = mapping.data() + t.offset;
+    weights.emplace_back(t.name, w);
+  }
+  EXPECT_FALSE(weight_not_file_backed(weights, m, base, off).has_value());
+  weights[1].second->data = mapping.data() + m.tensors[2].offset;  // another tensor's bytes
+  auto why = weight_not_file_backed(weights, m, base, off);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("tensor blk.0.attn_norm.weight is not file-backed after loading: llama.cpp reads it at file offset 12288, "
+                      "the GGUF puts it at 8192"),
+            std::string::npos)
+      << *why;
+  weights[1].second->data = elsewhere.data();  // a copy
+  why = weight_not_file_backed(weights, m, base, off);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("outside the model's mapping"), std::string::npos) << *why;
+  weights[1].second->data = mapping.data() + m.tensors[1].offset;
+  weights.emplace_back("mystery.weight", weights[0].second);
+  why = weight_not_file_backed(weights, m, base, off);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("mystery.weight"), std::string::npos) << *why;
+  ggml_free(ctx);
 }

@@ -137,6 +137,51 @@ TEST(Manifest, BadModelsAreInputErrors) {
   EXPECT_THROW(build_manifest(overlap, end, 4096, 65536), InputError);
 }
 
+// A MoE layer reads its router's experts only: of each expert tensor (*_exps.*, the experts
+// stacked in equal slices), the slices of the routed experts; its other tensors whole; and
+// tensors shared by every layer (rope factors) go into every layer.
+TEST(Manifest, MoELayersReadTheirRoutedExpertsOnly) {
+  std::vector<TensorInfo> ts;
+  uint64_t off = 4096;
+  auto add = [&](std::string name, uint64_t bytes) {
+    ts.push_back({std::move(name), "Q8_0", off, bytes});
+    off += bytes;
+  };
+  const uint64_t chunk = 4096, slice = 2 * chunk;  // each expert's slice: two whole chunks
+  add("rope_factors_short.weight", 64);
+  add("token_embd.weight", chunk - 64);
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", chunk);
+    add(p + "ffn_gate_inp.weight", chunk);
+    add(p + "ffn_up_exps.weight", 4 * slice);
+    add(p + "ffn_down_exps.weight", 4 * slice);
+  }
+  add("output_norm.weight", chunk);
+  add("output.weight", chunk);
+  const Manifest m = build_manifest(ts, off, 4096, chunk, 4);
+  EXPECT_EQ(m.n_expert, 4u);
+  const uint32_t l0 = *m.layer_object(0), l1 = *m.layer_object(1);
+  ASSERT_EQ(m.objects[l0].expert_tensors.size(), 2u);
+  EXPECT_TRUE(m.objects[0].expert_tensors.empty());
+  // layer 0: norm chunk 2, router chunk 3, up_exps chunks 4..11, down_exps 12..19; the rope
+  // factors (chunk 1, with the embedding) are in both layers.
+  EXPECT_EQ(m.objects[l0].chunks.front(), 1u);
+  EXPECT_EQ(m.objects[l1].chunks.front(), 1u);
+  EXPECT_EQ(m.objects[l0].chunks.size(), 20u - 1u);
+  EXPECT_EQ(*m.routed_chunks(l0, {3, 1, 3}), (std::vector<ChunkId>{1, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19}));
+  EXPECT_EQ(*m.routed_chunks(l0, {}), (std::vector<ChunkId>{1, 2, 3}));
+  EXPECT_EQ(*m.routed_chunks(l0, {0, 1, 2, 3}), m.objects[l0].chunks);  // every expert: the whole layer
+  EXPECT_FALSE(m.routed_chunks(l0, {4}).has_value());
+  EXPECT_FALSE(m.routed_chunks(l0, {-1}).has_value());
+  EXPECT_FALSE(m.routed_chunks(0, {0}).has_value());  // embd has no experts
+  EXPECT_EQ(m.to_json()["objects"][l1]["expert_tensors"].size(), 2u);
+  // Without n_expert the layer is read whole (a dense reading of the same file).
+  EXPECT_FALSE(build_manifest(ts, off, 4096, chunk).routed_chunks(l0, {0}).has_value());
+  // Slices must be equal.
+  EXPECT_THROW(build_manifest(ts, off, 4096, chunk, 3), InputError);
+}
+
 // ---- the sequence-declared policy ---------------------------------------------------------
 
 namespace {
