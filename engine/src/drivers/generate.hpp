@@ -27,6 +27,9 @@ struct GenerateConfig {
   // How filled chunks are backed (pager.hpp); unset: `move` when the chunk size is a
   // multiple of 2 MiB, else `off`.
   std::optional<HugeChunks> huge;
+  // Every this many tokens (and at the last) one progress line on stderr, also when stderr
+  // is a log file; 0: only on a terminal (a line redrawn in place).
+  uint32_t progress_every = 0;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?
