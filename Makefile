@@ -14,7 +14,10 @@ BUILD_TSAN := .build/engine-tsan
 # (validated first: a bad key stops with one line) and another Snakemake profile.
 CONFIG ?=
 PROFILE ?= workflow/profiles/default
-SNAKE := $(BIN)/snakemake --profile $(PROFILE)
+# Snakemake also applies profiles/default (the workflow's own profile) over any --profile, and
+# its cores: 1 and storage_exclusive=1 would serialise a cluster's submissions: another
+# PROFILE comes without it.
+SNAKE := $(BIN)/snakemake --profile $(PROFILE)$(if $(filter workflow/profiles/default,$(PROFILE)),, --workflow-profile none)
 CONFIG_FLAG := $(if $(strip $(CONFIG)),--configfile $(CONFIG))
 # One line, before anything runs, for a CONFIG or PROFILE that is not what it must be.
 $(foreach c,$(CONFIG),$(if $(wildcard $(c)/.),$(error CONFIG: '$(c)' is a folder, not a config file (a target? targets are make goals: make figures CONFIG=...)),$(if $(wildcard $(c)),,$(error CONFIG: no config file '$(c)'))))
@@ -23,7 +26,7 @@ $(if $(wildcard $(PROFILE)/config.yaml),,$(error PROFILE: '$(PROFILE)' is not a 
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build sysdeps venv llama bench clean
+.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser sysdeps venv llama bench clean
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
@@ -51,6 +54,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 test-engine: test-engine-release test-engine-asan test-engine-tsan
 
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { echo "installing chromium (the report test opens the report in it)" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }; } || \
+	  echo "chromium is missing: the report test will skip (sudo apt-get install -y chromium)" >&2
+
 # The pinned llama.cpp (fetched from PyPI, verified, built once and cached).
 llama: sysdeps venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llama
@@ -74,8 +84,9 @@ test-engine-tsan: sysdeps
 	cmake --build $(BUILD_TSAN) -j2
 	cd $(BUILD_TSAN) && ctest --output-on-failure
 
-# The pinned SmolLM2 is fetched first (from PyPI, digest checked) so its generation test runs.
-test-python: venv
+# The pinned SmolLM2 is fetched first (from PyPI, digest checked) so its generation test runs;
+# the report test opens the report in Debian's headless Chromium (installed when root).
+test-python: venv browser
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
 

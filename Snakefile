@@ -65,6 +65,12 @@ onstart:
     progress.watch(progress.study_runs(config))
 
 
+onsuccess:
+    from residency import progress
+
+    print("\n".join(progress.summary(progress.study_runs(config))), file=sys.stderr)
+
+
 rule all:
     default_target: True
     input:

@@ -59,3 +59,14 @@ def test_a_finished_campaign_has_nothing_left(tmp_path):
     assert t.remaining_s(200.0) == 0.0
     assert "about 0 s left" in t.line(now=200.0)
     assert progress._minutes(150) == "2.5 min"
+
+
+def test_summary_says_where_the_time_went(tmp_path):
+    studies = {"a": ["a/1", "a/2"], "b": ["b/1", "b/2"]}
+    for cell, start, wall in (("a/1", "00:00:00", 10.0), ("a/2", "00:00:20", 5.0), ("b/1", "00:01:00", 30.0)):
+        p = tmp_path / cell
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"started_utc": f"2026-12-01T{start}+00:00", "wall_s": wall}))
+    lines = progress.summary(studies, root=tmp_path)
+    assert lines == ["time: a: 2 cells, 15 s in the engine", "time: b: 1 cells, 30 s in the engine",
+                     "time: all cells: 1.5 min from the first cell's start to the last one's end, 45 s of it outside the engine"]

@@ -133,7 +133,7 @@ def _paper_config_with(work: Path, model: Path) -> Path:
 def test_paper_scale_dry_run_once_the_model_is_listed(profile, where):
     work, env = where
     cfg = _paper_config_with(work, work / "results" / "models" / "synthetic-dense.gguf")
-    cmd = ["snakemake", "-n", "--profile", profile, "figures", "--configfile", str(cfg)]
+    cmd = ["snakemake", "-n", "--profile", profile, "--workflow-profile", "none", "figures", "--configfile", str(cfg)]
     p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=600)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]

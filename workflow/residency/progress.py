@@ -94,6 +94,34 @@ class Tracker:
         return f"progress: cells done: {', '.join(parts)}{now_in}; {eta}"
 
 
+def summary(studies: dict[str, list[str]], root: Path = Path(".")) -> list[str]:
+    """Where a campaign's time went (from the cells' harness.json): per study its cells and
+    their engine time; overall, the span from the first cell's start to the last cell's end
+    and the part of it outside the engine (Snakemake, the harness, the steps between cells).
+    Snakemake interleaves the studies, so a study has no span of its own."""
+    import datetime as dt
+
+    lines, spans, total = [], [], 0.0
+    for study, runs in studies.items():
+        walls = []
+        for r in runs:
+            try:
+                h = json.loads((root / r).read_text())
+                t0 = dt.datetime.fromisoformat(h["started_utc"]).timestamp()
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            walls.append(float(h.get("wall_s") or 0.0))
+            spans += [t0, t0 + walls[-1]]
+        if walls:
+            total += sum(walls)
+            lines.append(f"time: {study}: {len(walls)} cells, {_minutes(sum(walls))} in the engine")
+    if spans:
+        span = max(spans) - min(spans)
+        lines.append(f"time: all cells: {_minutes(span)} from the first cell's start to the last one's end, "
+                     f"{_minutes(max(0.0, span - total))} of it outside the engine")
+    return lines
+
+
 def _minutes(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s"

@@ -47,7 +47,8 @@ install() {
 }
 
 pid_of() { [ -s "$S/run/$1.pid" ] && cat "$S/run/$1.pid" || true; }
-alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+# Alive: the pid file's process exists and is that daemon (not a later process given the pid).
+alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "$1"; }
 
 wait_for() {  # wait_for SECONDS WHAT COMMAND...: poll until COMMAND succeeds
   local t=$1 what=$2; shift 2
