@@ -58,9 +58,13 @@ def snakemake(work: Path, *args: str, env: dict | None = None, timeout: float = 
 
 @pytest.fixture(scope="session")
 def campaign(tmp_path_factory):
-    """The tiny pipeline run locally once per session (integration, report, cluster tests)."""
-    work = tiny_workdir(tmp_path_factory.mktemp("pipeline"))
+    """The tiny pipeline run locally once per session (integration, report, README, cluster
+    tests). RESID_TEST_CAMPAIGN=DIR reuses a finished one (a copy of such a session's
+    pipeline0) while working on the tests of its outputs."""
     env = pipeline_env()
+    if os.environ.get("RESID_TEST_CAMPAIGN"):
+        return Path(os.environ["RESID_TEST_CAMPAIGN"]), env
+    work = tiny_workdir(tmp_path_factory.mktemp("pipeline"))
     proc = snakemake(work, "figures", "--cores", "2", "--resources", "storage_exclusive=1", env=env)
     if proc.returncode != 0:
         pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])

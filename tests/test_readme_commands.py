@@ -58,7 +58,7 @@ COMMANDS = readme_commands(README.read_text())
 def where(campaign):
     """The campaign's directory with the repository linked in, like a clone after `make figures`."""
     work, env = campaign
-    for name in ("Snakefile", "workflow", "profiles", "bench"):
+    for name in ("Snakefile", "workflow", "profiles", "bench", "config/paper.yaml"):
         if not (work / name).exists():
             (work / name).symlink_to(ROOT / name)
     return work, env

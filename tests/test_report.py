@@ -34,10 +34,11 @@ def report(campaign):
     return work, out
 
 
-def _embedded(html: str, name: str) -> dict:
-    """A JSON object the report assigns to a variable (`var results = {...};`)."""
-    start = html.index(f"var {name} = ") + len(f"var {name} = ")
-    return json.JSONDecoder().raw_decode(html, start)[0]
+def _embedded(page: str, name: str) -> dict:
+    """The JSON object the report's <script id=NAME> assigns (`var NAME = {...};`)."""
+    script = page.index(f'<script id="{name}">')
+    start = page.index(f"var {name} = ", script) + len(f"var {name} = ")
+    return json.JSONDecoder().raw_decode(page, start)[0]
 
 
 def _data(entry: dict) -> bytes:

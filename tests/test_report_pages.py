@@ -8,7 +8,8 @@ from residency import report_pages
 
 def _record(cid, verdict, reasons):
     return {"id": cid, "verdict": verdict, "headline": f"{cid} measured <here>", "reasons": reasons,
-            "assertions": [{"pointer": "/values/x", "op": "le", "value": 1.13, "tolerance": None}],
+            "assertions": [{"pointer": "/values/x", "op": "le", "value": 1.13, "tolerance": None},
+                           {"pointer": "/values/ok", "op": "all_true", "value": None}],
             "reference_statement": "D/OPT 1.08-1.13 & more"}
 
 
@@ -19,7 +20,7 @@ def test_ledger_page_lists_every_claim_with_its_verdict_and_reasons():
     assert page.index("<b>C2</b>") < page.index("<b>P1</b>")  # ledger order
     assert "<tr class='insufficient-evidence'>" in page and "<tr class='pass'>" in page
     assert "no &lt;hard&gt; limit" in page and "<hard>" not in page
-    assert "/values/x le 1.13" in page and "D/OPT 1.08-1.13 &amp; more" in page
+    assert "/values/x le 1.13" in page and "/values/ok all true" in page and "D/OPT 1.08-1.13 &amp; more" in page
     assert "2 claims (insufficient-evidence: 1, pass: 1)" in page
 
 

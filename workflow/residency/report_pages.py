@@ -47,6 +47,8 @@ def _list(items) -> str:
 
 
 def _assertion(a: dict) -> str:
+    if a["op"] == "all_true":
+        return f"{a['pointer']} all true"
     tol = f" ± {a['tolerance']}" if a.get("tolerance") is not None else ""
     return f"{a['pointer']} {a['op']} {json.dumps(a.get('value'))}{tol}"
 
