@@ -40,14 +40,19 @@ def test_the_line_counts_done_cells_and_estimates_from_this_session(tmp_path):
     _finish(tmp_path, "a/1", 100.0)  # done before: counted, not timed
     t = progress.Tracker(studies, root=tmp_path, started=0.0)
     assert t.line(now=1.0).startswith("progress: cells done: a 1/4, b 0/2;")
-    assert "estimate after each study's first cell" in t.line(now=1.0)
+    assert "no estimate before a cell is done" in t.line(now=1.0)
     _finish(tmp_path, "a/2", 2.0)
-    _finish(tmp_path, "b/1", 6.0)
     assert t.poll() and not t.poll()
+    # b has no cell of its own yet: it gets a's mean, and the line says the estimate is rough.
+    # 4 s elapsed, 2 s in the engine: 2 s per cell outside it; 2 x (2 + 2) + 2 x (2 + 2).
+    assert t.remaining_s(4.0) == (16.0, True)
+    assert t.line(now=4.0).endswith("now a; about 16 s left (rough until every study has a cell done)")
+    _finish(tmp_path, "b/1", 6.0)
+    assert t.poll()
     # 10 s elapsed, 8 s of it in the engine: 1 s per cell outside it.
     assert t.overhead_s(10.0) == 1.0
     # a: 2 left x (2 + 1) s; b: 1 left x (6 + 1) s.
-    assert t.remaining_s(10.0) == 13.0
+    assert t.remaining_s(10.0) == (13.0, False)
     assert t.line(now=10.0).endswith("a 2/4, b 1/2; now b; about 13 s left")
 
 
@@ -56,7 +61,7 @@ def test_a_finished_campaign_has_nothing_left(tmp_path):
     t = progress.Tracker(studies, root=tmp_path, started=0.0)
     _finish(tmp_path, "a/1", 90.0)
     t.poll()
-    assert t.remaining_s(200.0) == 0.0
+    assert t.remaining_s(200.0) == (0.0, False)
     assert "about 0 s left" in t.line(now=200.0)
     assert progress._minutes(150) == "2.5 min"
 

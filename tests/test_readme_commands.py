@@ -10,10 +10,8 @@ the claims they check."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

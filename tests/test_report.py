@@ -10,7 +10,6 @@ import html
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 

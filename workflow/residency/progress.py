@@ -6,7 +6,8 @@ the pipeline watches the run cells themselves: a cell is done when its harness.j
 The estimate is measured, not guessed: each study's remaining cells times the mean time a
 cell of that study took in this session (its engine wall from harness.json plus the
 per-cell cost of Snakemake and the harness, measured the same way). A study with no cell
-done yet in this session has no estimate, and the line says so.
+done yet in this session is estimated with the mean of every cell done so far, and the
+line says the estimate is rough; before any cell is done there is none.
 """
 
 from __future__ import annotations
@@ -73,23 +74,28 @@ class Tracker:
         walls = sum(sum(w) for w in self.fresh.values())
         return max(0.0, (now - self.started - walls) / n) if n else 0.0
 
-    def remaining_s(self, now: float) -> float | None:
-        """Seconds left, or None while some unfinished study has no timed cell yet."""
-        left, over = 0.0, self.overhead_s(now)
+    def remaining_s(self, now: float) -> tuple[float | None, bool]:
+        """(seconds left, rough): None before any cell is timed; rough while an unfinished
+        study has no timed cell of its own (it gets the mean of all timed cells)."""
+        timed = [w for walls in self.fresh.values() for w in walls]
+        if not timed:
+            return None, True
+        left, over, rough = 0.0, self.overhead_s(now), False
         for study, runs in self.studies.items():
             todo = len(runs) - len(self.seen[study])
             if todo == 0:
                 continue
-            if not self.fresh[study]:
-                return None
-            left += todo * (sum(self.fresh[study]) / len(self.fresh[study]) + over)
-        return left
+            walls = self.fresh[study] or timed
+            rough |= not self.fresh[study]
+            left += todo * (sum(walls) / len(walls) + over)
+        return left, rough
 
     def line(self, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         parts = [f"{s} {len(self.seen[s])}/{len(r)}" for s, r in self.studies.items() if r]
-        left = self.remaining_s(now)
-        eta = "estimate after each study's first cell" if left is None else f"about {_minutes(left)} left"
+        left, rough = self.remaining_s(now)
+        eta = ("no estimate before a cell is done" if left is None else
+               f"about {_minutes(left)} left{' (rough until every study has a cell done)' if rough else ''}")
         now_in = f"; now {self.current}" if self.current else ""
         return f"progress: cells done: {', '.join(parts)}{now_in}; {eta}"
 
@@ -131,11 +137,11 @@ def _minutes(seconds: float) -> str:
 def watch(studies: dict[str, list[str]], interval_s: float = 5.0, stream=sys.stderr) -> threading.Thread:
     """A daemon thread printing the progress line whenever a cell finishes (at most every
     interval_s): started by the Snakefile's onstart, so `make figures` and a plain
-    `snakemake` both show it; it dies with Snakemake."""
+    `snakemake` both show it, and silent in a run that finishes no cell (a build); it dies
+    with Snakemake."""
     tracker = Tracker(studies)
 
     def loop():
-        print(tracker.line(), file=stream, flush=True)
         while True:
             time.sleep(interval_s)
             if tracker.poll():
