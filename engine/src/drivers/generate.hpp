@@ -35,6 +35,9 @@ struct GenerateConfig {
   // (use_extra_bufts). Repacked weights are no longer file-backed, so the load check must
   // refuse the model (exit 2); a model with nothing to repack runs as usual.
   bool repack = false;
+  // Every this many tokens (and at the last) one progress line on stderr, also when stderr
+  // is a log file; 0: only on a terminal (a line redrawn in place).
+  uint32_t progress_every = 0;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?
