@@ -5,6 +5,7 @@ ledger, verify and replay."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from conftest import snakemake
 
 pytestmark = pytest.mark.integration
+
 
 def test_outputs_exist(campaign):
     work, _ = campaign
