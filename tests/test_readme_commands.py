@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, engine_build_dir
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def _dry(cmd: str) -> str:
 def how_to_run(cmd: str, work: Path) -> tuple[str, Path]:
     """(the shell command to run, where): as written, or its dry run, or at a tiny size; a
     subcommand named in the text (`residency run`, `residctl stream ...`) must answer --help."""
-    residctl = ROOT / ".build" / "engine-test" / "residctl"
+    residctl = Path(engine_build_dir(work)) / "residctl"  # the engine the campaign ran
     if COMMANDS.get(cmd) == "inline" and cmd.startswith(("residency ", "residctl ")):
         prog, sub = cmd.split()[:2]
         return f"{residctl if prog == 'residctl' else prog} {sub} --help", work
@@ -150,7 +150,7 @@ BAD = [  # (a bad command line, where, a fragment its one line must have)
     ("make figures CONFIG=config/nope.yaml", "root", "no config file 'config/nope.yaml'"),
     ("make figures PROFILE=workflow/profiles/nope", "root", "is not a Snakemake profile"),
     ("residency verify --claim P99", "work", "P99"),
-    (f"{ROOT}/.build/engine-test/residctl scan --region nowhere.bin --out x --arm pager-lru", "work", "nowhere.bin"),
+    ("RESIDCTL scan --region nowhere.bin --out x --arm pager-lru", "work", "nowhere.bin"),
     ("snakemake -n figures --configfile bad.yaml", "work", "pager_model.tokens"),
 ]
 
@@ -159,6 +159,7 @@ BAD = [  # (a bad command line, where, a fragment its one line must have)
 def test_a_bad_command_line_gives_one_line(cmd, cwd, fragment, where):
     work, env = where
     (work / "bad.yaml").write_text("pager_model:\n  tokens: -3\n")
+    cmd = cmd.replace("RESIDCTL", str(Path(engine_build_dir(work)) / "residctl"))
     p = subprocess.run(["bash", "-c", cmd], cwd=ROOT if cwd == "root" else work, capture_output=True, text=True,
                        env=env, timeout=300)
     assert p.returncode != 0, p.stdout + p.stderr
