@@ -135,9 +135,9 @@ def _config(path: str) -> dict:
 
 
 def _protocol_from_config(path: str, claim_id: str) -> dict:
-    from . import claims, protocol
+    from . import cells, claims, protocol
 
-    return protocol.of(_config(path), claims.input_paths(claim_id))
+    return protocol.of(cells.model_view(_config(path)), claims.input_paths(claim_id))  # as the claim rule does
 
 
 def _cmd_ledger(a) -> int:

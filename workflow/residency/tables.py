@@ -145,8 +145,9 @@ def model_row(name: str, runs_parquet, opt_parquet, inventory_path, claim_paths:
     for other in (arms.KERNEL_MMAP, arms.PAGER_LRU):
         for r, v in _per_r_ratio(main, arms.PAGER_DECLARED, other, "physical_bytes_read").items():
             row[f"D/{arms.letter(other)} bytes r={r:g}"] = v
-    for arm, v in main[main["valid"]].groupby("arm")["tokens_per_s"].mean().items():
-        row[f"{arms.letter(arm)} tok/s"] = v
+    tps = main[main["valid"]].groupby("arm")["tokens_per_s"].mean()
+    for arm in (a for a in arms.PAGER_ARMS if a in tps):
+        row[f"{arms.letter(arm)} tok/s"] = tps[arm]
     return row | _verdicts(claim_paths)
 
 
