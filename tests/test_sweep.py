@@ -1,6 +1,7 @@
-"""The model sweep end to end through Snakemake: two tiny synthetic models of two
-architecture families (qwen2 dense, qwen3moe MoE), one r, one rep, a few tokens; each
-model's Parquet, table and claims under its own paths, and results/tables/models.*."""
+"""The model sweep end to end through Snakemake: three small models of three architecture
+families (the synthetic dense model as qwen2, the synthetic MoE model as qwen3moe, and a
+user GGUF of the gemma2 family), one r, one rep, a few tokens; each model's Parquet, table
+and claims under its own paths, and results/tables/models.*."""
 
 import json
 
@@ -12,12 +13,24 @@ from conftest import snakemake, tiny_config, engine_build_dir
 
 pytestmark = pytest.mark.integration
 
-MODELS = ["synthetic-dense", "synthetic-moe"]
+MODELS = ["synthetic-dense", "synthetic-moe", "user:g2"]
+NAMES = ["synthetic-dense", "synthetic-moe", "g2"]
 MODEL_CLAIMS = ["P2", "P6", "P7", "P8", "P9", "P10", "P11"]
+
+
+def user_gemma2(work):
+    """A GGUF of the user's: a gemma2 model (tied output, post norms, sliding window)."""
+    from residency import gguf_synth
+
+    spec = gguf_synth.make_spec(variant="dense", arch="gemma2", tied_output=True, sliding_window=4, seed=3,
+                                n_layer=6, n_embd=512, n_ff=1408, n_head=8, n_head_kv=4, n_vocab=512, n_ctx=512)
+    rec = gguf_synth.write(spec, work / "mine" / "g2.gguf")
+    return {"name": "g2", "path": str(work / "mine" / "g2.gguf"), "sha256": rec["sha256"]}
 
 
 def sweep_config(work):
     cfg = tiny_config(engine_build_dir(work))
+    cfg["models"]["user"] = [user_gemma2(work)]
     pm = cfg["pager_model"]
     pm.update(models=MODELS, ratios=[0.75], reps=1, baseline_reps=1, tokens=3)
     syn = cfg["models"]["synthetic"]
@@ -36,8 +49,8 @@ def sweep(tmp_path_factory):
     (work / "engine").symlink_to(ROOT / "engine")
     (work / "config").mkdir()
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(sweep_config(work)))
-    proc = snakemake(work, "results/tables/models.csv", "results/sweep/synthetic-moe/tables/pager-model.csv",
-                     "--cores", "2", "--resources", "storage_exclusive=1")
+    tables = [f"results/sweep/{n}/tables/pager-model.csv" for n in NAMES[1:]]
+    proc = snakemake(work, "results/tables/models.csv", *tables, "--cores", "2", "--resources", "storage_exclusive=1")
     if proc.returncode != 0:
         pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
     return work
@@ -45,23 +58,26 @@ def sweep(tmp_path_factory):
 
 def test_each_model_has_its_own_outputs(sweep):
     # the primary (first entry) where a single model's are; the second under results/sweep
-    for runs in ("results/pager_model.parquet", "results/sweep/synthetic-moe/pager_model.parquet"):
+    parquets = ["results/pager_model.parquet"] + [f"results/sweep/{n}/pager_model.parquet" for n in NAMES[1:]]
+    digests = set()
+    for runs in parquets:
         df = pd.read_parquet(sweep / runs)
         assert len(df) == 4 + 1 and df["valid"].all() and df["exact"].all(), runs
-    dense = pd.read_parquet(sweep / "results/pager_model.parquet")
-    moe = pd.read_parquet(sweep / "results/sweep/synthetic-moe/pager_model.parquet")
-    assert set(dense["config_digest"]).isdisjoint(set(moe["config_digest"]))
+        assert digests.isdisjoint(df["config_digest"]), runs
+        digests |= set(df["config_digest"])
     for cid in MODEL_CLAIMS:
-        a = json.loads((sweep / "claims" / f"{cid}.json").read_text())
-        b = json.loads((sweep / "claims/models/synthetic-moe" / f"{cid}.json").read_text())
-        assert a["scope"]["model_sha256"] != b["scope"]["model_sha256"], cid
-    assert (sweep / "results/calibration/pager_model-synthetic-moe.json").exists()
-    assert (sweep / "results/runs/pager_model/synthetic-moe/graph-plan/graph-plan.json").exists()
+        docs = [json.loads((sweep / "claims" / f"{cid}.json").read_text())] + [
+            json.loads((sweep / "claims/models" / n / f"{cid}.json").read_text()) for n in NAMES[1:]]
+        assert len({d["scope"]["model_sha256"] for d in docs}) == 3, cid
+    for n in NAMES[1:]:
+        assert (sweep / f"results/calibration/pager_model-{n}.json").exists()
+        assert (sweep / f"results/runs/pager_model/{n}/graph-plan/graph-plan.json").exists()
+        assert (sweep / f"results/sweep/{n}/tables/pager-model.md").exists()
 
 
 def test_models_table(sweep):
     df = pd.read_csv(sweep / "results/tables/models.csv")
-    assert list(df["model"]) == MODELS and list(df["architecture"]) == ["qwen2", "qwen3moe"]
+    assert list(df["model"]) == NAMES and list(df["architecture"]) == ["qwen2", "qwen3moe", "gemma2"]
     assert (df["exact"] == "5/5").all()
     assert (df["D/OPT r=0.75"] >= 1).all()
     assert {"D/A bytes r=0.75", "D/C bytes r=0.75", "A tok/s", "D tok/s"} <= set(df.columns)
