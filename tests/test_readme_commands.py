@@ -117,7 +117,7 @@ def test_readme_command_works_as_written(cmd, where):
     if "--configfile config/paper.yaml" in cmd:
         # As the README says: without your copy of the Qwen GGUF listed, validation names the entry.
         assert p.returncode != 0 and "Traceback" not in out, out[-2000:]
-        assert out.strip().splitlines()[-1].startswith("config error: pager_model.model"), out[-2000:]
+        assert out.strip().splitlines()[-1].startswith("config error: pager_model.models"), out[-2000:]
         return
     assert p.returncode == 0, f"{shell}\n{out[-3000:]}"
     assert "Traceback" not in out, out[-3000:]
@@ -126,7 +126,7 @@ def test_readme_command_works_as_written(cmd, where):
 def _paper_config_with(work: Path, model: Path) -> Path:
     """config/paper.yaml with a stand-in GGUF listed under models.user, as the README asks."""
     cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    name = cfg["pager_model"]["model"].split(":", 1)[1]
+    name = cfg["pager_model"]["models"][0].split(":", 1)[1]
     cfg.setdefault("models", {})["user"] = [
         {"name": name, "path": str(model), "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}]
     out = work / "paper-with-model.yaml"
