@@ -88,7 +88,7 @@ def test_a_rerun_has_nothing_to_do(work):
 
 
 def test_switching_the_model_remakes_the_claim(work):
-    jobs = planned(with_config(work, lambda c: c["pager_model"].update(model="synthetic-moe")))
+    jobs = planned(with_config(work, lambda c: c["pager_model"].update(models=["synthetic-moe"])))
     assert jobs["claim"] == 1 and jobs["gather_pager_model"] == 1 and jobs["pager_model_cell"] == 2
     assert jobs["model_verify"] == 1 and jobs["model_content_digests"] == 1
 
