@@ -218,6 +218,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a reclaim cell (P3): pressure at O + this fraction of the budget, swap available")
     s.add_argument("--swap-bytes", type=int, default=None, help="reclaim cell: the swap file it turns on")
     s.add_argument("--swap-dir", default=None, help="reclaim cell: where the swap file is made")
+    s.add_argument("--gpu-declared-bytes", type=int, default=None,
+                   help="the declared whole-board GPU allowance G_decl the NVML observer audits (default 0)")
+    s.add_argument("--gpu-interval-s", type=float, default=0.05, help="NVML sampling interval (default 0.05 s)")
     s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- residctl ...")
     s.set_defaults(func=_cmd_run)
 
