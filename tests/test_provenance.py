@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
-from test_integration import engine_build_dir, tiny_config
+from conftest import ROOT, engine_build_dir, tiny_config
 
 pytestmark = pytest.mark.integration
 

@@ -199,6 +199,16 @@ def _cmd_summary(a) -> int:
     return 0
 
 
+def _cmd_report_page(a) -> int:
+    from . import report_pages
+
+    if a.page == "ledger":
+        report_pages.write_ledger_page(a.ledger, a.out)
+    else:
+        report_pages.write_scope_page(a.machine, a.probe, a.scope_json, a.parquet, a.out)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="residency", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -311,6 +321,16 @@ def parser() -> argparse.ArgumentParser:
                      help="exit 1 when README's generated section differs from the records")
     out.add_argument("--update", metavar="README", default=None, help="rewrite README's generated section")
     s.set_defaults(func=_cmd_summary)
+
+    s = sub.add_parser("report-page", help="an HTML page of the Snakemake report: the claim ledger or the scope")
+    s.add_argument("page", choices=["ledger", "scope"])
+    s.add_argument("--out", required=True)
+    s.add_argument("--ledger", default="claims/ledger.json", help="ledger: the ledger (its records are read too)")
+    s.add_argument("--machine", help="scope: results/machine.json")
+    s.add_argument("--probe", help="scope: results/probe.json")
+    s.add_argument("--scope-json", default="{}", help="scope: what the config ran (report_pages.campaign_scope)")
+    s.add_argument("--parquet", action="append", default=[], help="scope: a study's Parquet table (repeatable)")
+    s.set_defaults(func=_cmd_report_page)
 
     from . import models_cli
 

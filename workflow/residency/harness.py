@@ -85,6 +85,12 @@ class Pressure:
     swap_dir: str
 
 
+def _scheduler() -> dict | None:
+    """The batch job a run ran in (SLURM sets these in a job), so a cluster run's record names it."""
+    job = os.environ.get("SLURM_JOB_ID")
+    return {"kind": "slurm", "job_id": job, "node": os.environ.get("SLURMD_NODENAME")} if job else None
+
+
 def run(
     cmd: list[str],
     out: str | os.PathLike,
@@ -167,6 +173,7 @@ def run(
         "stderr_tail": stderr_text.splitlines()[-5:],
         "dropped_cache": list(drop_cache or []),
         "engine_manifest": _engine_manifest(out),
+        "scheduler": _scheduler(),
     }
     atomic.write_json(out / HARNESS_FILE, record)
     manifest.write(out)

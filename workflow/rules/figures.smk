@@ -14,7 +14,8 @@ rule figure_02:
         opt="results/pager_synthetic_opt.parquet",
         code=residency_code("figures.py", "arms.py"),
     output:
-        "figures/02-miss-rate-vs-optimal.png",
+        report("figures/02-miss-rate-vs-optimal.png", caption="../report/figure-02.rst", category="Figures",
+               subcategory="pager study, synthetic"),
         "figures/02-miss-rate-vs-optimal.pdf",
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),
@@ -32,7 +33,8 @@ rule figure_model:
         opt="results/pager_model_opt.parquet",
         code=residency_code("figures.py", "arms.py"),
     output:
-        "figures/{number}-{name}.png",
+        report("figures/{number}-{name}.png", caption="../report/figure-model.rst", category="Figures",
+               subcategory="pager study, real model"),
         "figures/{number}-{name}.pdf",
     wildcard_constraints:
         number="06|07",
@@ -51,7 +53,8 @@ rule figure_08:
         runs="results/matched_source.parquet",
         code=residency_code("figures.py", "arms.py", "pairs.py", "stats.py"),
     output:
-        "figures/08-matched-source-pairs.png",
+        report("figures/08-matched-source-pairs.png", caption="../report/figure-08.rst", category="Figures",
+               subcategory="matched source campaign"),
         "figures/08-matched-source-pairs.pdf",
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),

@@ -4,13 +4,19 @@ TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-
           for ext in ("csv", "md", "tex")]
 
 
+def table_outputs(name):
+    """A table's three files; the CSV goes into the Snakemake report."""
+    csv = report(f"results/tables/{name}.csv", caption="../report/table.rst", category="Tables")
+    return [csv, *(f"results/tables/{name}.{ext}" for ext in ("md", "tex"))]
+
+
 rule table_pager_synthetic:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
         code=residency_code("tables.py", "arms.py"),
     output:
-        [f"results/tables/pager-synthetic.{ext}" for ext in ("csv", "md", "tex")],
+        table_outputs("pager-synthetic"),
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),
     log:
@@ -27,7 +33,7 @@ rule table_pager_model:
         opt="results/pager_model_opt.parquet",
         code=residency_code("tables.py", "arms.py"),
     output:
-        [f"results/tables/pager-model.{ext}" for ext in ("csv", "md", "tex")],
+        table_outputs("pager-model"),
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),
     log:
@@ -43,7 +49,7 @@ rule table6_matched_pairs:
         runs="results/matched_source.parquet",
         code=residency_code("tables.py", "arms.py", "pairs.py", "stats.py"),
     output:
-        [f"results/tables/table6-matched-pairs.{ext}" for ext in ("csv", "md", "tex")],
+        table_outputs("table6-matched-pairs"),
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),
     log:

@@ -26,6 +26,9 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
   cli->prompt = g->add_option("--prompt", c.prompt, "the prompt (required)");
   add_uint(g, "--tokens", c.tokens, "generated tokens (greedy)")->capture_default_str();
   add_uint(g, "--ctx", c.ctx, "context size")->capture_default_str();
+  add_uint(g, "--progress-every", c.progress_every,
+           "every N tokens one line 'residctl generate: progress ...' on stderr (for logs); 0: only on a terminal")
+      ->capture_default_str();
   g->add_option("--huge-chunks", cli->huge,
                 "off | move | collapse: how filled chunks are backed (default: move with 2 MiB-multiple chunks, else off)")
       ->check(CLI::IsMember({"off", "move", "collapse"}));

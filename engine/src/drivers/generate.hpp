@@ -39,6 +39,9 @@ struct GenerateConfig {
   // there, before the expert kernel). Another name is the route check's negative control
   // (--route-node): a MoE model then stops at its first expert-kernel read, naming the node.
   std::string route_node = "ffn_moe_topk";
+  // Every this many tokens (and at the last) one progress line on stderr, also when stderr
+  // is a log file; 0: only on a terminal (a line redrawn in place).
+  uint32_t progress_every = 0;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

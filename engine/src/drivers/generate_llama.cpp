@@ -242,12 +242,17 @@ std::string GenerateRun::stop_reason() const {
   return {};
 }
 
+// On a terminal: one line redrawn per token. With --progress-every N: a whole line every N
+// tokens and at the last, so a log (the harness's residctl.stderr) shows how far a run got.
 void GenerateRun::progress_line(uint32_t done, bool final) {
-  if (!::isatty(2)) return;
+  const uint32_t every = cfg_.progress_every;
+  const bool to_log = every > 0 && (done % every == 0 || final);
+  if (!to_log && !::isatty(2)) return;
   const uint64_t io = proc_read_bytes().value_or(io0_.load()) - io0_.load();
   const PagerStats ps = pager_ ? pager_->stats() : PagerStats{};
-  std::fprintf(stderr, "\rresidctl generate: %u/%u tokens, %.1f MB read, %llu faults%s", done, cfg_.tokens,
-               static_cast<double>(io) / 1e6, static_cast<unsigned long long>(ps.faults_handled), final ? "\n" : "");
+  std::fprintf(stderr, "%sresidctl generate: progress %u/%u tokens, %.1f MB read, %llu faults%s",
+               to_log ? "" : "\r", done, cfg_.tokens, static_cast<double>(io) / 1e6,
+               static_cast<unsigned long long>(ps.faults_handled), to_log || final ? "\n" : "");
   std::fflush(stderr);
 }
 

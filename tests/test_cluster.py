@@ -1,0 +1,220 @@
+"""The tiny pipeline through the SLURM profile on a real single-host SLURM cluster
+(workflow/scripts/cluster.sh: munged, MariaDB, slurmdbd, slurmctld, slurmd), started and
+stopped here, compared with the same tiny pipeline run locally (the `campaign` fixture).
+
+Run with `make test-cluster` (pytest -m cluster); `make test` leaves it out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, snakemake, tiny_config, tiny_workdir
+from residency import progress
+
+pytestmark = pytest.mark.cluster
+
+CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
+PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
+RUN_RULES = {"calibrate_overhead_run", "pager_main_cell", "pager_stress_cell", "pager_model_calibrate_run",
+             "pager_model_cell", "pager_model_baseline", "matched_source_cell"}
+
+
+def _cluster(cmd: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLUSTER_SH), cmd], env=env, capture_output=True, text=True, timeout=600)
+
+
+def _daemons_of(state: Path) -> list[str]:
+    """Command lines of live processes that name the cluster's state directory."""
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(state) in cmd and "pytest" not in cmd:
+            found.append(f"{p.name}: {cmd.strip()}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A fresh cluster for this module; stopped afterwards, leaving nothing running."""
+    if os.geteuid() != 0:
+        pytest.skip("the single-host SLURM test runs its daemons as root (and makes cgroups as root)")
+    state = tmp_path_factory.mktemp("slurm-state")
+    env = dict(os.environ, RESID_CLUSTER_DIR=str(state), RESID_CLUSTER_PORT_BASE="26800",
+               SLURM_CONF=str(state / "etc" / "slurm.conf"))
+    started = _cluster("start", env)
+    try:
+        assert started.returncode == 0, started.stderr
+        yield env
+    finally:
+        stopped = _cluster("stop", env)
+        left = _daemons_of(state)
+        assert stopped.returncode == 0 and not left, (stopped.stderr, left)
+
+
+def _site_profile(work: Path) -> Path:
+    """The repository's SLURM profile with this cluster's account and partition added, as the
+    README tells a user to do; this node has 2 CPUs, so jobs that are not run cells ask for one
+    (run cells take the whole node with --exclusive anyway)."""
+    prof = yaml.safe_load(PROFILE.read_text())
+    prof["default-resources"] = [r for r in prof["default-resources"] if not r.startswith("cpus_per_task")] + [
+        "cpus_per_task=1", "slurm_account=residency", "slurm_partition=main"]
+    prof["latency-wait"] = 5
+    out = work / "profile"
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(prof))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster_run(slurm, campaign, tmp_path_factory):
+    work = tiny_workdir(tmp_path_factory.mktemp("slurm-pipeline"))
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
+    t0 = time.monotonic()
+    proc = snakemake(work, "figures", "--profile", str(_site_profile(work)), "--workflow-profile", "none",
+                     "--slurm-init-seconds-before-status-checks", "2", env=slurm, timeout=3600)
+    took = time.monotonic() - t0
+    if proc.returncode != 0:
+        pytest.fail("snakemake through SLURM failed:\n" + proc.stderr[-4000:])
+    print(f"\nthe tiny pipeline through SLURM took {took:.0f} s")
+    jobs = _sacct(slurm, since)
+    return work, jobs
+
+
+def _sacct(env: dict, since: str) -> pd.DataFrame:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "-o",
+                          "JobID,JobName,Comment,State,ExitCode,Submit,Start,End"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    df = pd.DataFrame(rows, columns=["job_id", "name", "comment", "state", "exit_code", "submit", "start", "end"])
+    for c in ("submit", "start", "end"):
+        df[c] = pd.to_datetime(df[c])
+    df["rule"] = df["comment"].str.extract(r"^rule_(.+?)(?:_wildcards_.*)?$")[0]
+    return df
+
+
+def _cells() -> list[str]:
+    """Every run cell's harness.json of the tiny pipeline (paths do not depend on the build)."""
+    return [r for study in progress.study_runs(tiny_config("")).values() for r in study]
+
+
+def _harness(work: Path, cell: str) -> dict:
+    return json.loads((work / cell).read_text())
+
+
+def test_every_run_cell_was_its_own_slurm_job(cluster_run):
+    work, jobs = cluster_run
+    cells = _cells()
+    by_id = jobs.set_index("job_id")
+    ids = []
+    for cell in cells:
+        sched = _harness(work, cell).get("scheduler")
+        assert sched and sched["kind"] == "slurm", f"{cell}: the harness ran outside a SLURM job"
+        job = by_id.loc[sched["job_id"]]
+        assert job["rule"] in RUN_RULES, (cell, job["comment"])
+        assert (job["state"], job["exit_code"]) == ("COMPLETED", "0:0"), (cell, job.to_dict())
+        ids.append(sched["job_id"])
+    assert len(set(ids)) == len(cells), "two cells shared a SLURM job"
+    assert jobs["rule"].isin(RUN_RULES).sum() == len(cells), "SLURM ran run-cell jobs no harness recorded"
+    assert (jobs["state"] == "COMPLETED").all(), jobs[jobs["state"] != "COMPLETED"].to_string()
+
+
+def test_run_cells_held_the_node_alone(cluster_run):
+    """--exclusive: no job ran beside a run cell, although several run cells waited at once
+    (so SLURM, not Snakemake's own scheduling, kept them apart)."""
+    _, jobs = cluster_run
+    cells = jobs[jobs["rule"].isin(RUN_RULES)]
+    for _, c in cells.iterrows():
+        other = jobs[(jobs["job_id"] != c["job_id"]) & (jobs["start"] < c["end"]) & (jobs["end"] > c["start"])]
+        assert other.empty, f"job {c['job_id']} ({c['comment']}) shared the node with {other['job_id'].tolist()}"
+    # y waited in the queue while x ran (submitted before x ended) and started only after it.
+    waited = [(x["job_id"], y["job_id"]) for _, x in cells.iterrows() for _, y in cells.iterrows()
+              if y["submit"] < x["end"] <= y["start"] and x["job_id"] != y["job_id"]]
+    assert waited, "never did a run cell wait for another: the test did not exercise --exclusive"
+
+
+def test_each_cell_made_its_cgroup_inside_its_job(cluster_run, campaign):
+    work, _ = cluster_run
+    local, _ = campaign
+    for cell in _cells():
+        host, here = _harness(work, cell)["host"], _harness(local, cell)["host"]
+        if host["grade"] == "unenforced":
+            assert host["reason"], f"{cell}: unenforced without a reason"
+        else:
+            assert host["cgroup"] and host["cgroup"]["path"], cell
+        assert host["grade"] == here["grade"], f"{cell}: {host['grade']} in SLURM, {here['grade']} locally"
+
+
+def test_every_cluster_run_completed(cluster_run):
+    work, _ = cluster_run
+    bad = {c: h["status"] for c in _cells() if (h := _harness(work, c))["status"] != "ok"}
+    assert not bad, bad
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _ok_in_both(work: Path, local: Path, cells: list[str]) -> list[str]:
+    return [c for c in cells if _harness(work, c)["status"] == "ok" and _harness(local, c)["status"] == "ok"]
+
+
+# Counters that depend only on the config where the run is deterministic: arms C and D of the
+# synthetic study (P1, P4) with one driver thread, or with the exact all-threads-finished
+# signal (P5). Not A (the kernel's page cache decides) nor E (its prefetch races the scan).
+DETERMINISTIC_ARMS = ("pager-lru", "pager-declared")
+SYNTHETIC_COUNTS = ["accesses", "hits", "misses", "demand_fills", "prefetch_fills", "evictions",
+                    "budget_chunks", "bytes_verified", "max_resident_chunks", "trace_sha256"]
+
+
+def _deterministic_synthetic(df: pd.DataFrame) -> pd.DataFrame:
+    keep = df["arm"].isin(DETERMINISTIC_ARMS) & ((df["threads"] == 1) | (df["signal"] == "all-threads-finished"))
+    return df[keep & (df["status"] == "ok")].set_index("run_dir").sort_index()
+
+
+def test_deterministic_outputs_match_the_local_run(cluster_run, campaign):
+    work, _ = cluster_run
+    local, _ = campaign
+    for rel in ["results/regions", "results/models"]:
+        for f in sorted((local / rel).rglob("*")):
+            if f.is_file() and f.suffix in (".bin", ".gguf", ".json"):
+                assert _sha(f) == _sha(work / f.relative_to(local)), f"{f.relative_to(local)} differs"
+    a = _deterministic_synthetic(pd.read_parquet(work / "results" / "pager_synthetic.parquet"))
+    b = _deterministic_synthetic(pd.read_parquet(local / "results" / "pager_synthetic.parquet"))
+    both = a.index.intersection(b.index)
+    assert len(both) >= 0.9 * len(b), f"only {len(both)} of {len(b)} deterministic cells ran ok in both"
+    pd.testing.assert_frame_equal(a.loc[both, SYNTHETIC_COUNTS], b.loc[both, SYNTHETIC_COUNTS])
+    for run_dir in both:  # the traces themselves, byte for byte
+        assert _sha(work / run_dir / "trace.bin") == _sha(local / run_dir / "trace.bin"), run_dir
+    model_cells = [c for c in _cells() if "/pager_model/" in c or "/matched_source/" in c]
+    for cell in _ok_in_both(work, local, model_cells):
+        d = Path(cell).parent
+        if (local / d / "tokens.json").exists():
+            for name in ("tokens.json", "logits.sha256"):
+                assert (work / d / name).read_bytes() == (local / d / name).read_bytes(), f"{d}/{name}"
+
+
+def test_tables_and_must_pass_claims_match(cluster_run, campaign):
+    work, _ = cluster_run
+    local, _ = campaign
+    cols = ["arm_row", "r", "capacity_chunks", "opt_misses", "opt_bytes_per_pass"]
+    a = pd.read_csv(work / "results" / "tables" / "pager-synthetic.csv")
+    b = pd.read_csv(local / "results" / "tables" / "pager-synthetic.csv")
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+    pager = a["arm_row"].str.startswith(("C ", "D "))
+    if (a["ok"] == a["reps"]).all() and (b["ok"] == b["reps"]).all():
+        pd.testing.assert_frame_equal(a.loc[pager, ["misses", "miss_rate"]], b.loc[pager, ["misses", "miss_rate"]])
+    for cid in ("P1", "P4", "P5", "P10", "P11"):
+        verdict = json.loads((work / "claims" / f"{cid}.json").read_text())["verdict"]
+        assert verdict == json.loads((local / "claims" / f"{cid}.json").read_text())["verdict"], cid
