@@ -1,0 +1,60 @@
+"""Claim C1 from a certificate: pass when every obligation holds; fail when one exactness
+term, the class predicate, admission, the GPU audit or lifecycle closure fails;
+insufficient-evidence (never pass) when an obligation cannot be evaluated."""
+
+import json
+
+import pytest
+
+from residency import certificate, claims, verify
+from residency.gather_certificate import gather_certificate
+from test_certificate import _edit, certified_run
+from test_inventory import SHA
+
+SETTINGS = {"approx_tolerance": 0.005}
+
+
+def project(tmp_path, edit=None):
+    runs = tmp_path / "results" / "runs" / "certificate"
+    r, o = certified_run(runs / "certified", cap=800, peak=600), certified_run(runs / "oracle", cap=None)
+    if edit:
+        edit(r)
+    cert = certificate.build(r, o, {"path": "m.gguf", "sha256": SHA, "bytes": 2400}, 100)
+    certificate.write(cert, r / certificate.FILE)
+    res = tmp_path / "results"
+    gather_certificate([str(r)], str(res / "certificate.parquet"))
+    (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
+    (res / "probe.json").write_text(json.dumps({"cgroup": {"version": 1}}))
+    return tmp_path
+
+
+def test_a_certified_execution_passes_and_verifies(tmp_path):
+    root = project(tmp_path)
+    doc = claims.make("C1", root, SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    assert doc["values"]["claim_class"] == "W" and doc["values"]["equations"]["eq3"]["margin_bytes"] == 30
+    assert doc["values"]["authority"]["gpu"] == "absent" and "not applicable" in doc["values"]["gpu_note"]
+    assert verify.verify("C1", root) == [] and verify.replay("C1", root) == []
+
+
+@pytest.mark.parametrize("edit, failing", [
+    (lambda r: (r / "response.txt").write_text("abd"), "/values/checks/response_exact"),
+    (lambda r: _edit(r / "run.json", lambda d: d["destination"]["host"].update(memory="file-mapping")),
+     "/values/checks/destination_exact"),
+    (lambda r: _edit(r / "harness.json", lambda d: d["host"].update(limit_bytes=2400)), "/values/w_or_r"),
+    (lambda r: _edit(r / "harness.json", lambda d: d["host"]["cgroup"].update(oom_kills=1)),
+     "/values/checks/candidate_resource_contract"),
+    (lambda r: _edit(r / "run.json", lambda d: d["plan"].update(shutdown="failed")), "/values/checks/lifecycle_closed"),
+])
+def test_each_obligation_failing_fails_the_claim(tmp_path, edit, failing):
+    doc = claims.make("C1", project(tmp_path, edit), SETTINGS)
+    assert doc["verdict"] == "fail" and any(failing in r for r in doc["reasons"]), doc["reasons"]
+
+
+def test_an_unevaluable_obligation_is_insufficient_evidence(tmp_path):
+    def no_nvml(r):
+        _edit(r / "harness.json", lambda d: d["gpu"].update(grade="failed", reason="GPU is lost"))
+
+    doc = claims.make("C1", project(tmp_path, no_nvml), SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+    assert any("gpu_audit" in r for r in doc["reasons"])
