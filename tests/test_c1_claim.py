@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from residency import certificate, claims, verify
+from residency import certificate, claims, manifest, verify
 from residency.gather_certificate import gather_certificate
 from test_certificate import _edit, certified_run
 from test_inventory import SHA
@@ -19,10 +19,12 @@ def project(tmp_path, edit=None):
     r, o = certified_run(runs / "certified", cap=800, peak=600), certified_run(runs / "oracle", cap=None)
     if edit:
         edit(r)
-    cert = certificate.build(r, o, {"path": "m.gguf", "sha256": SHA, "bytes": 2400}, 100)
-    certificate.write(cert, r / certificate.FILE)
+    manifest.write(r), manifest.write(o)
     res = tmp_path / "results"
-    gather_certificate([str(r)], str(res / "certificate.parquet"))
+    ident = res / "model.json"
+    ident.write_text(json.dumps({"path": "m.gguf", "sha256": SHA, "bytes": 2400}))
+    certificate.write(certificate.build(r, o, json.loads(ident.read_text()), 100), runs / certificate.FILE)
+    gather_certificate(str(r), str(o), str(ident), 100, str(res / "certificate.parquet"), str(runs / certificate.FILE))
     (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
     (res / "probe.json").write_text(json.dumps({"cgroup": {"version": 1}}))
     return tmp_path
@@ -58,3 +60,22 @@ def test_an_unevaluable_obligation_is_insufficient_evidence(tmp_path):
     doc = claims.make("C1", project(tmp_path, no_nvml), SETTINGS)
     assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
     assert any("gpu_audit" in r for r in doc["reasons"])
+
+
+def test_a_record_that_is_not_what_the_runs_give_is_refused(tmp_path):
+    root = project(tmp_path)
+    runs = root / "results" / "runs" / "certificate"
+    (runs / "certificate.json").write_text("{}\n")
+    with pytest.raises(ValueError, match="not the record its run directories give"):
+        gather_certificate(str(runs / "certified"), str(runs / "oracle"), str(root / "results" / "model.json"), 100,
+                           str(tmp_path / "t.parquet"), str(runs / "certificate.json"))
+
+
+def test_deep_verify_rebuilds_the_certificate_from_the_runs(tmp_path):
+    root = project(tmp_path)
+    claims.make("C1", root, SETTINGS, root / "claims" / "C1.json")
+    assert verify.verify("C1", root, deep=True) == []
+    routes = root / "results" / "runs" / "certificate" / "oracle" / "routes.jsonl"
+    routes.write_text(routes.read_text().replace("[2, 3]", "[3, 2]"))
+    found = verify.verify("C1", root, deep=True)
+    assert found and any("routes.jsonl" in p for p in found), found

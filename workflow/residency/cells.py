@@ -487,8 +487,9 @@ def cert_run(cell: str) -> str:
 
 
 def cert_record() -> str:
-    """certificate.json, beside the certified run."""
-    return f"{CERT_RUNS}/certified/certificate.json"
+    """certificate.json, beside the certified run's directory (not in it: the run's
+    manifest stays the run's own)."""
+    return f"{CERT_RUNS}/certificate.json"
 
 
 def cert_generate_args(config: dict, cell: str, model: str) -> str:

@@ -171,5 +171,9 @@ def build(run_dir: str | Path, oracle_dir: str | Path, model: dict, reserve_byte
             "harness_status": harness.get("status")}
 
 
+def serialize(cert: dict) -> str:
+    return json.dumps(cert, indent=1, sort_keys=True) + "\n"
+
+
 def write(cert: dict, out: str | Path) -> None:
-    atomic.write_text(out, json.dumps(cert, indent=1, sort_keys=True) + "\n")
+    atomic.write_text(out, serialize(cert))

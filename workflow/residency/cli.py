@@ -56,7 +56,8 @@ def _cmd_gather(a) -> int:
     if a.study == "certificate":
         from .gather_certificate import gather_certificate
 
-        t = gather_certificate(a.run_dirs, a.out)
+        _need(a, "oracle", "model_identity", "reserve_bytes")
+        t = gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
@@ -288,6 +289,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
     s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
+    s.add_argument("--reserve-bytes", type=int, help="certificate: R_policy (eq. 1)")
+    s.add_argument("--record", help="certificate: the certificate.json the table must agree with")
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)

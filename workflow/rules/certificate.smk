@@ -57,15 +57,20 @@ rule certificate_record:
 
 rule gather_certificate:
     input:
+        runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
+        identity=model_identity(CERT_MODEL),
         record=cells.cert_record(),
-        code=residency_code("gather_certificate.py"),
+        code=residency_code("gather_certificate.py", "certificate.py", "manifest.py", "lineage.py"),
     output:
         cells.CERT_TABLE,
     params:
-        dir=lambda w, input: str(Path(input.record).parent),
+        run=lambda w, input: str(Path(input.runs[1]).parent),
+        oracle=lambda w, input: str(Path(input.runs[0]).parent),
+        reserve=CERT["reserve_bytes"],
     log:
         f"{LOGS}/gather-certificate.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather certificate --out {output} {params.dir} 2> {log}"
+        "residency gather certificate --oracle {params.oracle} --model-identity {input.identity}"
+        " --reserve-bytes {params.reserve} --record {input.record} --out {output} {params.run} 2> {log}"
