@@ -61,7 +61,8 @@ localrules:
     all, figures, claims, tables, llama, llama_sdist, llm_models, model_smollm2, overhead, pager_model_overhead,
     gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
     analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
-    table6_matched_pairs, claim, ledger, report_ledger, report_scope,
+    table6_matched_pairs, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
+    table_pager_model_sweep, claim_sweep, table_models, report_ledger, report_scope,
 
 
 onstart:

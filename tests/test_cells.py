@@ -146,14 +146,66 @@ def test_eager_reconcile_closes_every_pager_flag_list(cfg):
 
 def test_other_models(cfg):
     c = copy.deepcopy(cfg)
-    c["pager_model"]["model"] = "synthetic-moe"
+    c["pager_model"]["models"] = ["synthetic-moe"]
     assert cells.pm_model(c) == ("results/models/synthetic-moe.gguf", "results/models/synthetic-moe.json",
                                  "results/models/synthetic-moe.inventory.json")
-    c["pager_model"]["model"] = "user:big"
+    c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
     assert cells.pm_model(c) == ("/data/big.gguf", "results/models/user/big.json",
                                  "results/models/user/big.inventory.json")
     assert cells.pm_name(c) == "big" and cells.ms_runs(c) == "results/runs/matched_source/big"
+
+
+def _sweep(cfg):
+    c = copy.deepcopy(cfg)
+    c["pager_model"]["models"] = ["smollm2", "user:big", "synthetic-moe"]
+    c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
+    return c
+
+
+def test_sweep_paths(cfg):
+    c = _sweep(cfg)
+    assert cells.pm_names(c) == ["smollm2", "big", "synthetic-moe"] and cells.sweep_names(c) == ["big", "synthetic-moe"]
+    # the primary's paths and digests are the single model's, whatever follows it
+    assert (cells.pm_name(c), cells.pm_digest(c), cells.ms_digest(c)) == ("smollm2", PM_DIGEST, MS_DIGEST)
+    assert (cells.pm_parquet(c, "smollm2"), cells.pm_opt(c, "smollm2")) == (
+        "results/pager_model.parquet", "results/pager_model_opt.parquet")
+    assert cells.pm_table_stem(c, "smollm2") == "results/tables/pager-model"
+    assert cells.pm_claim(c, "smollm2", "P7") == "claims/P7.json"
+    big = cells.model_view(c, "big")
+    assert big["pager_model"]["model"] == "user:big" and "models" not in big["pager_model"]
+    assert cells.model_view(big) is big
+    assert cells.pm_model(big) == ("/data/big.gguf", "results/models/user/big.json",
+                                   "results/models/user/big.inventory.json")
+    assert cells.pm_cells(big)[-1] == "results/runs/pager_model/big/pager-prefetch/r0.75/rep3/harness.json"
+    assert cells.pm_calibration_runs(big)[0] == "results/runs/pager_model/big/calibrate/kernel-mmap/rep1/harness.json"
+    assert cells.pm_graph_plan(big) == "results/runs/pager_model/big/graph-plan/graph-plan.json"
+    assert (cells.pm_parquet(c, "big"), cells.pm_opt(c, "big")) == (
+        "results/sweep/big/pager_model.parquet", "results/sweep/big/pager_model_opt.parquet")
+    assert cells.pm_table_stem(c, "big") == "results/sweep/big/tables/pager-model"
+    assert cells.pm_claim(c, "synthetic-moe", "P7") == "claims/models/synthetic-moe/P7.json"
+    assert cells.generate_args(big, "m.gguf", "kernel-mmap", None).endswith(
+        "--graph-plan results/runs/pager_model/big/graph-plan/graph-plan.json")
+
+
+def test_sweep_digests_are_per_model(cfg):
+    """A model's runs depend on its own entry only: adding, removing or reordering the other
+    models of the list reruns none of its runs."""
+    c = _sweep(cfg)
+    alone = copy.deepcopy(c)
+    alone["pager_model"]["models"] = ["user:big"]
+    assert cells.pm_digest(cells.model_view(c, "big")) == cells.pm_digest(alone)
+    moe = cells.model_view(c, "synthetic-moe")
+    assert len({cells.pm_digest(c), cells.pm_digest(cells.model_view(c, "big")), cells.pm_digest(moe)}) == 3
+    c["models"]["user"][0]["sha256"] = "c" * 64  # big's entry changes: big's runs, not the others'
+    assert cells.pm_digest(moe) == cells.pm_digest(cells.model_view(c, "synthetic-moe"))
+    assert cells.pm_digest(c) == PM_DIGEST
+
+
+def test_missing_sweep_model(cfg, tmp_path):
+    c = _sweep(cfg)
+    c["models"]["user"][0]["path"] = str(tmp_path / "big.gguf")
+    assert cells.missing_model(c) == f"model error: pager_model.models user:big: {tmp_path / 'big.gguf'}: missing"
 
 
 def test_matched_cell_names(cfg):
@@ -218,9 +270,9 @@ def _expected(path, model):
 @pytest.mark.parametrize("model", ["smollm2", "synthetic-dense"])
 def test_every_setting_changes_the_digests_of_exactly_the_runs_that_use_it(cfg, model):
     base_cfg = copy.deepcopy(cfg)
-    base_cfg["pager_model"]["model"] = model
+    base_cfg["pager_model"]["models"] = [model]
     base = _digests(base_cfg)
-    leaves = [p for p in _leaves(base_cfg) if p != ("pager_model", "model")]
+    leaves = [p for p in _leaves(base_cfg) if p != ("pager_model", "models")]  # the sweep: see below
     assert len(leaves) > 80  # the whole config, not a sample
     for path in leaves:
         now = _digests(_perturbed(base_cfg, path))
@@ -235,7 +287,7 @@ def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):
     assert (cells.ps_digest(c), cells.pm_digest(c)) == (PS_DIGEST, PM_DIGEST)
     assert cells.ms_meta(c, "pair1/D", inventory).endswith(f"--meta config_digest={cells.ms_digest(c)}")
     # switching the model, or its user entry's sha256, is a change of every model run
-    c["pager_model"]["model"] = "user:big"
+    c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
     d = cells.pm_digest(c)
     c["models"]["user"][0]["sha256"] = "c" * 64
@@ -248,7 +300,7 @@ def test_content_digest_flags_follow_content_check(cfg):
     assert cells.ps_content_digests(cfg) == f"{REGION}.chunks-2097152.json"
     assert cells.pm_content_digests(cfg) == "results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
     c = copy.deepcopy(cfg)
-    c["pager_model"]["model"] = "user:big"
+    c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
     assert cells.pm_content_digests(c) == "results/models/user/big.chunks-2097152.json"
     assert cells.model_gguf(c, "user/big") == "/data/big.gguf"
@@ -270,9 +322,9 @@ def test_content_digest_flags_follow_content_check(cfg):
 def test_missing_user_model_is_one_line(cfg, tmp_path):
     c = copy.deepcopy(cfg)
     assert cells.missing_model(c) is None  # smollm2 is fetched by a rule
-    c["pager_model"]["model"] = "user:big"
+    c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": str(tmp_path / "big.gguf"), "sha256": "b" * 64}]
-    assert cells.missing_model(c) == f"model error: pager_model.model user:big: {tmp_path / 'big.gguf'}: missing"
+    assert cells.missing_model(c) == f"model error: pager_model.models user:big: {tmp_path / 'big.gguf'}: missing"
     (tmp_path / "big.gguf").mkdir()
     assert cells.missing_model(c).endswith("big.gguf: not a regular file")
     (tmp_path / "big.gguf").rmdir()

@@ -23,7 +23,7 @@ def test_embedded_default_is_valid():
 
 def test_paper_config_needs_the_users_model():
     paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    with pytest.raises(config.ConfigError, match="pager_model.model: 'user:qwen2.5-3b-instruct-q4_k_m' is not declared"):
+    with pytest.raises(config.ConfigError, match=r"pager_model.models\[0\]: 'user:qwen2.5-3b-instruct-q4_k_m' is not declared"):
         config.validate(paper)
     paper["models"]["user"] = [{"name": "qwen2.5-3b-instruct-q4_k_m", "path": "/data/q.gguf", "sha256": "0" * 64}]
     config.validate(paper)

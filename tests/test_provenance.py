@@ -107,11 +107,11 @@ def test_a_missing_user_model_stops_with_one_line(work, tmp_path):
 
     def to_user(c):
         c["models"]["user"] = [{"name": "mine", "path": str(gone), "sha256": "a" * 64}]
-        c["pager_model"]["model"] = "user:mine"
+        c["pager_model"]["models"] = ["user:mine"]
     p = snakemake(with_config(work, to_user), "-n")
     assert p.returncode != 0 and "Nothing to be done" not in p.stdout + p.stderr
     assert [ln for ln in p.stderr.splitlines() if "error" in ln] == [
-        f"model error: pager_model.model user:mine: {gone}: missing"]
+        f"model error: pager_model.models user:mine: {gone}: missing"]
 
 
 def test_pager_fills_were_checked_and_the_flag_follows_content_check(work):

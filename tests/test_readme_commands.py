@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, engine_build_dir
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def _dry(cmd: str) -> str:
 def how_to_run(cmd: str, work: Path) -> tuple[str, Path]:
     """(the shell command to run, where): as written, or its dry run, or at a tiny size; a
     subcommand named in the text (`residency run`, `residctl stream ...`) must answer --help."""
-    residctl = ROOT / ".build" / "engine-test" / "residctl"
+    residctl = Path(engine_build_dir(work)) / "residctl"  # the engine the campaign ran
     if COMMANDS.get(cmd) == "inline" and cmd.startswith(("residency ", "residctl ")):
         prog, sub = cmd.split()[:2]
         return f"{residctl if prog == 'residctl' else prog} {sub} --help", work
@@ -117,7 +117,7 @@ def test_readme_command_works_as_written(cmd, where):
     if "--configfile config/paper.yaml" in cmd:
         # As the README says: without your copy of the Qwen GGUF listed, validation names the entry.
         assert p.returncode != 0 and "Traceback" not in out, out[-2000:]
-        assert out.strip().splitlines()[-1].startswith("config error: pager_model.model"), out[-2000:]
+        assert out.strip().splitlines()[-1].startswith("config error: pager_model.models"), out[-2000:]
         return
     assert p.returncode == 0, f"{shell}\n{out[-3000:]}"
     assert "Traceback" not in out, out[-3000:]
@@ -126,7 +126,7 @@ def test_readme_command_works_as_written(cmd, where):
 def _paper_config_with(work: Path, model: Path) -> Path:
     """config/paper.yaml with a stand-in GGUF listed under models.user, as the README asks."""
     cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    name = cfg["pager_model"]["model"].split(":", 1)[1]
+    name = cfg["pager_model"]["models"][0].split(":", 1)[1]
     cfg.setdefault("models", {})["user"] = [
         {"name": name, "path": str(model), "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}]
     out = work / "paper-with-model.yaml"
@@ -150,7 +150,7 @@ BAD = [  # (a bad command line, where, a fragment its one line must have)
     ("make figures CONFIG=config/nope.yaml", "root", "no config file 'config/nope.yaml'"),
     ("make figures PROFILE=workflow/profiles/nope", "root", "is not a Snakemake profile"),
     ("residency verify --claim P99", "work", "P99"),
-    (f"{ROOT}/.build/engine-test/residctl scan --region nowhere.bin --out x --arm pager-lru", "work", "nowhere.bin"),
+    ("RESIDCTL scan --region nowhere.bin --out x --arm pager-lru", "work", "nowhere.bin"),
     ("snakemake -n figures --configfile bad.yaml", "work", "pager_model.tokens"),
 ]
 
@@ -159,6 +159,7 @@ BAD = [  # (a bad command line, where, a fragment its one line must have)
 def test_a_bad_command_line_gives_one_line(cmd, cwd, fragment, where):
     work, env = where
     (work / "bad.yaml").write_text("pager_model:\n  tokens: -3\n")
+    cmd = cmd.replace("RESIDCTL", str(Path(engine_build_dir(work)) / "residctl"))
     p = subprocess.run(["bash", "-c", cmd], cwd=ROOT if cwd == "root" else work, capture_output=True, text=True,
                        env=env, timeout=300)
     assert p.returncode != 0, p.stdout + p.stderr

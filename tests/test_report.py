@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 FIGURES = ["figures/02-miss-rate-vs-optimal.png", "figures/06-real-model-bytes.png",
            "figures/07-throughput-scaling.png", "figures/08-matched-source-pairs.png"]
 TABLES = ["results/tables/pager-synthetic.csv", "results/tables/pager-model.csv",
-          "results/tables/table6-matched-pairs.csv"]
+          "results/tables/table6-matched-pairs.csv", "results/tables/models.csv"]
 PAGES = ["results/report/claims.html", "results/report/scope.html"]
 
 

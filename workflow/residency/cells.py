@@ -227,11 +227,39 @@ def existing(path: str) -> list[str]:
 # ---- the real-model pager study (reference 000 on llama.cpp) ------------------------------
 
 
+def entry_name(entry: str) -> str:
+    """A pager_model.models entry's name in paths: smollm2, synthetic-<variant> or the user name."""
+    return entry[len(USER_PREFIX):] if entry.startswith(USER_PREFIX) else entry
+
+
+def pm_names(config: dict) -> list[str]:
+    """The names of the configured models of the real-model study, the primary first."""
+    return [entry_name(e) for e in config["pager_model"]["models"]]
+
+
+def model_view(config: dict, name: str | None = None) -> dict:
+    """The config as one model's study sees it (default: the primary, the first entry):
+    pager_model.model is that model's entry and the list is gone, so the functions below
+    read one model, and its config digest does not change when other models are added to
+    or removed from the list. A config that is a view already comes back as it is."""
+    pm = config["pager_model"]
+    if "models" not in pm:
+        return config
+    entries = {entry_name(e): e for e in pm["models"]}
+    one = {k: v for k, v in pm.items() if k != "models"}
+    one["model"] = pm["models"][0] if name is None else entries[name]
+    return {**config, "pager_model": one}
+
+
+def is_primary(config: dict, name: str) -> bool:
+    return pm_names(config)[0] == name
+
+
 def model_spec(config: dict) -> dict:
     """The models entry the configured model is made from: its identity as configured (the
     pinned wheel and sha256, the synthetic spec the synthesis rule is given, or the user's
     path and sha256)."""
-    m = config["pager_model"]["model"]
+    m = model_view(config)["pager_model"]["model"]
     models = config["models"]
     if m == "smollm2":
         return {"smollm2": models["smollm2"]}
@@ -242,6 +270,7 @@ def model_spec(config: dict) -> dict:
 
 def pm_sections(config: dict) -> dict:
     """What a real-model run depends on: every run's sections, the study's and the model's identity."""
+    config = model_view(config)
     return run_sections(config) | {"pager_model": config["pager_model"], "model": model_spec(config)}
 
 
@@ -257,12 +286,12 @@ def ms_digest(config: dict) -> str:
 
 def pm_name(config: dict) -> str:
     """The model's name in run paths: smollm2, synthetic-<variant> or the user entry's name."""
-    return config["pager_model"]["model"].replace(USER_PREFIX, "")
+    return entry_name(model_view(config)["pager_model"]["model"])
 
 
 def pm_model(config: dict) -> tuple[str, str, str]:
     """(GGUF path, identity record, tensor inventory) of the configured model."""
-    m = config["pager_model"]["model"]
+    m = model_view(config)["pager_model"]["model"]
     if m == "smollm2":
         g = smollm2_gguf(config)
     elif m.startswith("synthetic-"):
@@ -278,18 +307,18 @@ def _user_entry(config: dict, name: str) -> dict:
 
 
 def missing_model(config: dict) -> str | None:
-    """One line when the configured model is a user GGUF whose file is not there (every
+    """One line when a configured model is a user GGUF whose file is not there (every
     other model is fetched or written by a rule). Checked when the workflow starts: with the
     old model's outputs still present, a missing file would otherwise pass for "nothing to
     be done" (Snakemake takes an existing file whose producer cannot run as up to date)."""
-    m = config["pager_model"]["model"]
-    if not m.startswith(USER_PREFIX):
-        return None
-    path = Path(_user_entry(config, m[len(USER_PREFIX):])["path"])
-    if path.is_file():
-        return None
-    what = "not a regular file" if path.exists() else "missing"
-    return f"model error: pager_model.model {m}: {path}: {what}"
+    for m in config["pager_model"]["models"]:
+        if not m.startswith(USER_PREFIX):
+            continue
+        path = Path(_user_entry(config, m[len(USER_PREFIX):])["path"])
+        if not path.is_file():
+            what = "not a regular file" if path.exists() else "missing"
+            return f"model error: pager_model.models {m}: {path}: {what}"
+    return None
 
 
 def pm_content_digests(config: dict) -> str | None:
@@ -345,6 +374,41 @@ def pm_baselines(config: dict) -> list[str]:
     """The unconstrained plain-mmap runs; rep 1 is the exactness oracle."""
     return [f"{PM_RUNS}/{pm_name(config)}/baseline/rep{rep}/harness.json"
             for rep in _reps(config["pager_model"]["baseline_reps"])]
+
+
+# ---- the model sweep: every further model of pager_model.models --------------------------
+
+SWEEP = "results/sweep"
+SWEEP_CLAIMS = "claims/models"
+
+
+def pm_results(config: dict, name: str) -> str:
+    """Where a model's Parquet lives: results/ for the primary (results/pager_model.parquet,
+    as with one model), results/sweep/<name>/ for every further model."""
+    return "results" if is_primary(config, name) else f"{SWEEP}/{name}"
+
+
+def pm_parquet(config: dict, name: str) -> str:
+    return f"{pm_results(config, name)}/pager_model.parquet"
+
+
+def pm_opt(config: dict, name: str) -> str:
+    return f"{pm_results(config, name)}/pager_model_opt.parquet"
+
+
+def pm_table_stem(config: dict, name: str) -> str:
+    """The model's pager-model table (csv/md/tex next to each other)."""
+    return "results/tables/pager-model" if is_primary(config, name) else f"{SWEEP}/{name}/tables/pager-model"
+
+
+def pm_claim(config: dict, name: str, claim_id: str) -> str:
+    """A model claim's record: claims/<ID>.json for the primary, claims/models/<name>/<ID>.json else."""
+    return f"claims/{claim_id}.json" if is_primary(config, name) else f"{SWEEP_CLAIMS}/{name}/{claim_id}.json"
+
+
+def sweep_names(config: dict) -> list[str]:
+    """The models after the primary: each runs the whole real-model study under its own paths."""
+    return pm_names(config)[1:]
 
 
 # ---- the matched source campaign (reference 004 §5.3) -------------------------------------

@@ -103,6 +103,13 @@ def _cmd_figure(a) -> int:
 def _cmd_table(a) -> int:
     from . import tables
 
+    if a.table == "models":
+        if not a.models:
+            raise SystemExit("residency: error: table models needs --models (a JSON list of models)")
+        tables.models_summary(json.loads(a.models), a.out_stem)
+        return 0
+    if not a.runs:
+        raise SystemExit(f"residency: error: table {a.table} needs --runs")
     if a.table in ("table3-principal", "table5-certificate"):
         from . import tables_certificate as tc
 
@@ -140,7 +147,7 @@ def _cmd_claim(a) -> int:
     settings = json.loads(a.settings) if a.settings else _config(a.config)["claims"]
     protocol = json.loads(a.protocol) if a.protocol else _protocol_from_config(a.config, a.claim_id)
     out = Path(a.out) if a.out else Path(a.root) / "claims" / f"{a.claim_id}.json"
-    doc = claims.make(a.claim_id, Path(a.root), settings, out, protocol)
+    doc = claims.make(a.claim_id, Path(a.root), settings, out, protocol, a.results)
     print(f"residency claim {a.claim_id}: {doc['verdict']}: {doc['headline']}", file=sys.stderr)
     for r in doc["reasons"]:
         print(f"  - {r}", file=sys.stderr)
@@ -158,9 +165,9 @@ def _config(path: str) -> dict:
 
 
 def _protocol_from_config(path: str, claim_id: str) -> dict:
-    from . import claims, protocol
+    from . import cells, claims, protocol
 
-    return protocol.of(_config(path), claims.input_paths(claim_id))
+    return protocol.of(cells.model_view(_config(path)), claims.input_paths(claim_id))  # as the claim rule does
 
 
 def _cmd_ledger(a) -> int:
@@ -318,9 +325,12 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_figure)
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
-    s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "table3-principal",
-                                     "table5-certificate"])
-    s.add_argument("--runs", required=True, help="Parquet; table3: claim records, comma-separated; table5: certificate.json")
+    s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
+                                     "table3-principal", "table5-certificate"])
+    s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal: "
+                                                "claim records, comma-separated; table5-certificate: certificate.json")
+    s.add_argument("--models", default=None,
+                   help="models: JSON list of {name, runs, opt, inventory, claims: [record paths]}")
     s.add_argument("--opt", default=None, help="the OPT table (pager tables)")
     s.add_argument("--out-stem", required=True)
     s.set_defaults(func=_cmd_table)
@@ -333,6 +343,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--settings", default=None, help="the settings as JSON (instead of --config)")
     s.add_argument("--protocol", default=None,
                    help="the campaign design as JSON (protocol.py; instead of --config)")
+    s.add_argument("--results", default=None,
+                   help="a model claim of the sweep: read the model's Parquet from this directory (results/sweep/<name>)")
     s.set_defaults(func=_cmd_claim)
 
     s = sub.add_parser("ledger", help="write claims/ledger.json from claim records")

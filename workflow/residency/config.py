@@ -46,6 +46,9 @@ def _one_line(err: jsonschema.ValidationError) -> str:
 def validate(config: dict, schema: dict | None = None) -> dict:
     """Return `config` unchanged if valid; raise ConfigError (one line) otherwise."""
     schema = schema or load_schema()
+    if "model" in (config.get("pager_model") or {}):
+        raise ConfigError("config error: pager_model.model: now pager_model.models, a list whose first entry is "
+                          f"the primary model (models: [{config['pager_model']['model']}])")
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
@@ -65,12 +68,21 @@ def _cross_check(config: dict) -> None:
     if ms and ms.get("depth", 0) > ms.get("windows", 0):
         raise ConfigError(f"config error: matched_source.depth: {ms['depth']} is more than the "
                           f"{ms['windows']} windows (in-flight reads need a window each)")
-    model = config.get("pager_model", {}).get("model", "")
-    if model.startswith("user:"):
-        names = {m.get("name") for m in config.get("models", {}).get("user", [])}
-        if model[5:] not in names:
-            raise ConfigError(f"config error: pager_model.model: {model!r} is not declared under models.user "
+    _check_models(config)
+
+
+def _check_models(config: dict) -> None:
+    """Each pager_model.models entry: a declared user model, and no two entries with one name."""
+    names = {m.get("name") for m in config.get("models", {}).get("user", [])}
+    seen = set()
+    for i, model in enumerate(config.get("pager_model", {}).get("models", [])):
+        name = model[5:] if model.startswith("user:") else model
+        if model.startswith("user:") and name not in names:
+            raise ConfigError(f"config error: pager_model.models[{i}]: {model!r} is not declared under models.user "
                               "(add an entry with name, path and sha256)")
+        if name in seen:
+            raise ConfigError(f"config error: pager_model.models[{i}]: {model!r}: a second model named {name!r}")
+        seen.add(name)
 
 
 def load(path: str | os.PathLike) -> dict:

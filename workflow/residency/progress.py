@@ -29,9 +29,13 @@ def study_runs(config: dict) -> dict[str, list[str]]:
     synthetic = [p for t in threads for p in cells.calibration_runs(config, t)]
     return {
         "pager_synthetic": synthetic + cells.main_cells(config) + cells.stress_cells(config),
-        "pager_model": cells.pm_calibration_runs(config) + cells.pm_cells(config) + cells.pm_baselines(config),
+        "pager_model": _pm_runs(config),
         "matched_source": cells.ms_cells(config),
-    }
+    } | {f"pager_model {name}": _pm_runs(cells.model_view(config, name)) for name in cells.sweep_names(config)}
+
+
+def _pm_runs(view: dict) -> list[str]:
+    return cells.pm_calibration_runs(view) + cells.pm_cells(view) + cells.pm_baselines(view)
 
 
 def _wall_s(path: Path) -> float:

@@ -96,7 +96,7 @@ def campaign_scope(config: dict) -> dict:
         "pager_synthetic.main": {k: ps["main"][k] for k in ("arms", "ratios", "reps", "threads")},
         "pager_synthetic.stress": {k: ps["stress"][k] for k in ("arms", "ratio", "threads", "compute_us", "signals", "reps")},
         "pager_synthetic.region_bytes": ps["region_bytes"],
-        "pager_model": {k: pm[k] for k in ("model", "tokens", "threads", "arms", "ratios", "reps", "baseline_reps")},
+        "pager_model": {k: pm[k] for k in ("models", "tokens", "threads", "arms", "ratios", "reps", "baseline_reps")},
         "matched_source": {k: ms[k] for k in ("ratio", "policy", "pairs")},
         "harness.cgroup": config["harness"]["cgroup"],
     }

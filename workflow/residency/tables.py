@@ -108,3 +108,54 @@ def table6_matched_pairs(runs_parquet, _unused, stem) -> pd.DataFrame:
                     f" reciprocal {r.reciprocal:.3f}")
     write_table(out, stem, caption)
     return out
+
+
+# ---- the model sweep ----------------------------------------------------------------------
+
+
+def _per_r_ratio(main: pd.DataFrame, num: str, den: str, column: str) -> dict[float, float]:
+    """mean(column) of arm `num` / mean(column) of arm `den`, per r (valid runs)."""
+    ok = main[main["valid"]]
+    means = ok.groupby(["arm", "r"])[column].mean()
+    return {float(r): means.get((num, r), float("nan")) / means.get((den, r), float("nan"))
+            for r in sorted(ok["r"].dropna().unique())}
+
+
+def _verdicts(claim_paths: list[str]) -> dict[str, str]:
+    import json
+
+    docs = [json.loads(Path(p).read_text()) for p in claim_paths]
+    return {d["id"]: d["verdict"] for d in sorted(docs, key=lambda d: int(d["id"][1:]))}
+
+
+def model_row(name: str, runs_parquet, opt_parquet, inventory_path, claim_paths: list[str]) -> dict:
+    """One model of the sweep: its architecture and quant types (the inventory), T_repr,
+    exactness, D/OPT and D's bytes against A and C per r, tokens/s per arm, claim verdicts."""
+    import json
+
+    inv = json.loads(Path(inventory_path).read_text())
+    runs, opt = pd.read_parquet(runs_parquet), pd.read_parquet(opt_parquet)
+    main = runs[runs["campaign"] == "main"]
+    row = {"model": name, "architecture": inv.get("architecture"),
+           "quant_types": " ".join(sorted({t["type"] for t in inv["tensors"]})), "t_repr_bytes": int(inv["tensor_bytes"]),
+           "exact": f"{int(runs['exact'].fillna(False).sum())}/{len(runs)}"}
+    d = opt[(opt["campaign"] == "main") & (opt["arm"] == arms.PAGER_DECLARED)]
+    for r, v in d.groupby("r")["d_over_opt"].mean().items():
+        row[f"D/OPT r={float(r):g}"] = v
+    for other in (arms.KERNEL_MMAP, arms.PAGER_LRU):
+        for r, v in _per_r_ratio(main, arms.PAGER_DECLARED, other, "physical_bytes_read").items():
+            row[f"D/{arms.letter(other)} bytes r={r:g}"] = v
+    tps = main[main["valid"]].groupby("arm")["tokens_per_s"].mean()
+    for arm in (a for a in arms.PAGER_ARMS if a in tps):
+        row[f"{arms.letter(arm)} tok/s"] = tps[arm]
+    return row | _verdicts(claim_paths)
+
+
+def models_summary(models: list[dict], stem) -> pd.DataFrame:
+    """results/tables/models.*: one row per model of pager_model.models (the primary first);
+    `models`: [{name, runs, opt, inventory, claims: [record paths]}]."""
+    rows = [model_row(m["name"], m["runs"], m["opt"], m["inventory"], m["claims"]) for m in models]
+    df = pd.DataFrame(rows)
+    write_table(df, stem, "The model sweep: per model, exactness, D/OPT and D's bytes against A and C per budget "
+                          "ratio r, tokens/s per arm (means over valid main runs), the model claims' verdicts")
+    return df

@@ -28,3 +28,15 @@ rule analyse_pager_model:
         CONDA_ENV
     shell:
         "residency analyse pager-model --runs {input.runs} --opt-out {output.opt} 2> {log}"
+
+
+use rule analyse_pager_model as analyse_pager_model_sweep with:
+    input:
+        runs=f"{cells.SWEEP}/{{model}}/pager_model.parquet",
+        code=residency_code("analysis.py", "lineage.py", "arms.py", "belady.py", "trace.py"),
+    output:
+        opt=f"{cells.SWEEP}/{{model}}/pager_model_opt.parquet",
+    wildcard_constraints:
+        model=SWEEP_MODEL_RE,
+    log:
+        f"{LOGS}/sweep/{{model}}/analyse-pager-model.log",

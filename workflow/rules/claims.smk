@@ -9,13 +9,17 @@ from residency import claims as _claims
 from residency import protocol as _protocol
 
 CLAIM_IDS = sorted(_claims.REGISTRY)
+MODEL_CLAIM_IDS = _claims.model_claim_ids()
 CLAIMS_LEDGER = "claims/ledger.json"
 CLAIM_SETTINGS = _json.dumps(config["claims"], sort_keys=True)
 
 
-def claim_protocol(claim_id):
-    """The campaign design the claim's inputs are made under (residency/protocol.py)."""
-    return _json.dumps(_protocol.of(config, _claims.input_paths(claim_id)), sort_keys=True)
+def claim_protocol(claim_id, name=None):
+    """The campaign design the claim's inputs are made under (residency/protocol.py), as the
+    claim's model sees it (the primary unless named: one model's claims do not change with
+    the rest of pager_model.models)."""
+    view = cells.model_view(config, name)
+    return _json.dumps(_protocol.of(view, _claims.input_paths(claim_id)), sort_keys=True)
 
 
 rule claim:
@@ -38,6 +42,31 @@ rule claim:
     shell:
         "residency claim {wildcards.claim_id} --settings {params.settings} --protocol {params.protocol}"
         " --out {output} 2> {log}"
+
+
+# The model claims of every further model of pager_model.models, from its own Parquet
+# (results/sweep/<name>/), into claims/models/<name>/ with their own history.
+rule claim_sweep:
+    input:
+        data=lambda w: _claims.input_paths(w.claim_id, f"{cells.SWEEP}/{w.model}"),
+        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
+                                      "stats.py", "history.py", "protocol.py", f"claims/{w.claim_id.lower()}.py"),
+    output:
+        f"{cells.SWEEP_CLAIMS}/{{model}}/{{claim_id}}.json",
+    wildcard_constraints:
+        claim_id="|".join(MODEL_CLAIM_IDS),
+        model=SWEEP_MODEL_RE,
+    params:
+        settings=_shlex.quote(CLAIM_SETTINGS),
+        protocol=lambda w: _shlex.quote(claim_protocol(w.claim_id, w.model)),
+        results=lambda w: f"{cells.SWEEP}/{w.model}",
+    log:
+        f"{LOGS}/sweep/{{model}}/claims/{{claim_id}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency claim {wildcards.claim_id} --settings {params.settings} --protocol {params.protocol}"
+        " --results {params.results} --out {output} 2> {log}"
 
 
 rule ledger:

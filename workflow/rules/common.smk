@@ -2,6 +2,7 @@
 # digests, the residctl flags of a cell; tested in tests/test_cells.py) bound to the loaded
 # config. No logic here; rule files hold rules only.
 
+import re
 from functools import partial
 
 from residency import arms, cells
@@ -78,21 +79,32 @@ RECLAIM_HARNESS = cells.reclaim_harness_args(config)
 
 PM = config["pager_model"]
 PM_RUNS = cells.PM_RUNS
-PM_NAME = cells.pm_name(config)
+# Every model of pager_model.models runs the study under its own {model} (its name); the
+# PM_* names are the primary's (the first entry), which the matched campaign runs on.
+PM_NAMES = cells.pm_names(config)
+PM_MODEL_RE = "|".join(re.escape(n) for n in PM_NAMES)
+PM_NAME = PM_NAMES[0]
 PM_DIGEST = cells.pm_digest(config)
 pm_model = partial(cells.pm_model, config)
 pm_t_repr = cells.pm_t_repr
 pm_budget = cells.pm_budget
-generate_args = partial(cells.generate_args, config)
 PM_GRAPH_PLAN = cells.pm_graph_plan(config)
-pm_meta = partial(cells.pm_meta, config)
 PM_DIGESTS = list(filter(None, [cells.pm_content_digests(config)]))
-PM_CELLS = cells.pm_cells(config)
-PM_BASELINES = cells.pm_baselines(config)
+SWEEP_NAMES = cells.sweep_names(config)
+SWEEP_MODEL_RE = "|".join(re.escape(n) for n in SWEEP_NAMES) or "(?!)"  # matches nothing without a sweep
 
 
-def pm_calibration_runs(wildcards):
-    return cells.pm_calibration_runs(config)
+def mv(w):
+    """The config as the model of a job sees it (its {model} wildcard; else the primary)."""
+    return cells.model_view(config, w.get("model", PM_NAME))
+
+
+def pm_digests(w):
+    return list(filter(None, [cells.pm_content_digests(mv(w))]))
+
+
+def pm_calibration_runs(w):
+    return cells.pm_calibration_runs(mv(w))
 
 
 # ---- the matched source campaign (reference 004 §5.3) -------------------------------------

@@ -23,15 +23,15 @@ rule gather_pager_synthetic:
 
 rule gather_pager_model:
     input:
-        runs=PM_CELLS + PM_BASELINES,
-        identity=lambda w: pm_model()[1],
+        runs=lambda w: cells.pm_cells(mv(w)) + cells.pm_baselines(mv(w)),
+        identity=lambda w: cells.pm_model(mv(w))[1],
         llama=LLAMA_IDENTITY,
         code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "exactness.py", "trace.py", "llama_build.py"),
     output:
         "results/pager_model.parquet",
     params:
         dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
-        oracle=lambda w, input: str(Path(input.runs[len(PM_CELLS)]).parent),  # baseline rep 1
+        oracle=lambda w, input: str(Path(input.runs[len(cells.pm_cells(mv(w)))]).parent),  # baseline rep 1
     log:
         f"{LOGS}/gather-pager-model.log",
     conda:
@@ -39,6 +39,16 @@ rule gather_pager_model:
     shell:
         "residency gather pager-model --oracle {params.oracle} --model-identity {input.identity}"
         " --llama-identity {input.llama} --out {output} {params.dirs} 2> {log}"
+
+
+# Every further model of pager_model.models: the same gather, into its own results/sweep/<name>/.
+use rule gather_pager_model as gather_pager_model_sweep with:
+    output:
+        f"{cells.SWEEP}/{{model}}/pager_model.parquet",
+    wildcard_constraints:
+        model=SWEEP_MODEL_RE,
+    log:
+        f"{LOGS}/sweep/{{model}}/gather-pager-model.log",
 
 
 rule gather_matched_source:

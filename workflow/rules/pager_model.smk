@@ -1,6 +1,8 @@
 # The real-model pager study (reference 000): SmolLM2 (or your GGUF) through llama.cpp,
 # arms A/C/D/E x r x reps, plus unconstrained plain-mmap baselines (the exactness oracle).
 # Each run: its own memory cgroup with limit r*T_repr + O, the model's page cache dropped first.
+# {model} is a name of pager_model.models: each model runs the same study under its own runs
+# and its own config digest (cells.model_view), so adding a model reruns nothing of another.
 
 
 rule pager_model_graph_plan:
@@ -9,18 +11,20 @@ rule pager_model_graph_plan:
     # decode step); every measured run then loads it and makes no discovery pass.
     input:
         engine=RESIDCTL,
-        model=lambda w: pm_model()[0],
-        identity=lambda w: pm_model()[1],
+        model=lambda w: cells.pm_model(mv(w))[0],
+        identity=lambda w: cells.pm_model(mv(w))[1],
     output:
-        PM_GRAPH_PLAN,
+        f"{PM_RUNS}/{{model}}/graph-plan/graph-plan.json",
+    wildcard_constraints:
+        model=PM_MODEL_RE,
     params:
         dir=lambda w, output: run_dir(output),
         prompt=PM["prompt"],
         threads=PM["threads"],
         ctx=PM["ctx"],
-        config_digest=PM_DIGEST,
+        config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
-        f"{LOGS}/pager_model/graph-plan.log",
+        f"{LOGS}/pager_model/{{model}}/graph-plan.log",
     conda:
         CONDA_ENV
     shell:
@@ -31,22 +35,24 @@ rule pager_model_graph_plan:
 rule pager_model_calibrate_run:
     input:
         engine=RESIDCTL,
-        model=lambda w: pm_model()[0],
-        inventory=lambda w: pm_model()[2],
-        digests=PM_DIGESTS,
-        plan=PM_GRAPH_PLAN,
+        model=lambda w: cells.pm_model(mv(w))[0],
+        inventory=lambda w: cells.pm_model(mv(w))[2],
+        digests=pm_digests,
+        plan=lambda w: cells.pm_graph_plan(mv(w)),
     output:
-        f"{PM_RUNS}/{PM_NAME}/calibrate/{{arm}}/rep{{rep}}/harness.json",
+        f"{PM_RUNS}/{{model}}/calibrate/{{arm}}/rep{{rep}}/harness.json",
+    wildcard_constraints:
+        model=PM_MODEL_RE,
     params:
         dir=lambda w, output: run_dir(output),
         # A whole generation at a budget that holds the model: O includes the decode's memory.
-        gen=lambda w, input: generate_args(input.model, w.arm, pm_budget(input.inventory, 1.0)),
+        gen=lambda w, input: cells.generate_args(mv(w), input.model, w.arm, pm_budget(input.inventory, 1.0)),
         prompt=PM["prompt"],
-        meta=lambda w: pm_meta(campaign="calibrate", arm=w.arm, rep=w.rep),
+        meta=lambda w: cells.pm_meta(mv(w), campaign="calibrate", arm=w.arm, rep=w.rep),
         cgroup=config["harness"]["cgroup"],
-        config_digest=PM_DIGEST,
+        config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
-        f"{LOGS}/pager_model/calibrate-{{arm}}-rep{{rep}}.log",
+        f"{LOGS}/pager_model/{{model}}/calibrate-{{arm}}-rep{{rep}}.log",
     resources:
         storage_exclusive=1,
     conda:
@@ -60,11 +66,13 @@ rule pager_model_overhead:
     input:
         pm_calibration_runs,
     output:
-        f"results/calibration/pager_model-{PM_NAME}.json",
+        "results/calibration/pager_model-{model}.json",
+    wildcard_constraints:
+        model=PM_MODEL_RE,
     params:
         dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input),
     log:
-        f"{LOGS}/pager_model/overhead.log",
+        f"{LOGS}/pager_model/{{model}}/overhead.log",
     conda:
         CONDA_ENV
     shell:
@@ -74,24 +82,26 @@ rule pager_model_overhead:
 rule pager_model_cell:
     input:
         engine=RESIDCTL,
-        model=lambda w: pm_model()[0],
-        inventory=lambda w: pm_model()[2],
-        digests=PM_DIGESTS,
-        plan=PM_GRAPH_PLAN,
-        overhead=f"results/calibration/pager_model-{PM_NAME}.json",
+        model=lambda w: cells.pm_model(mv(w))[0],
+        inventory=lambda w: cells.pm_model(mv(w))[2],
+        digests=pm_digests,
+        plan=lambda w: cells.pm_graph_plan(mv(w)),
+        overhead="results/calibration/pager_model-{model}.json",
     output:
-        f"{PM_RUNS}/{PM_NAME}/{{arm}}/r{{r}}/rep{{rep}}/harness.json",
+        f"{PM_RUNS}/{{model}}/{{arm}}/r{{r}}/rep{{rep}}/harness.json",
+    wildcard_constraints:
+        model=PM_MODEL_RE,
     params:
         dir=lambda w, output: run_dir(output),
         budget=lambda w, input: pm_budget(input.inventory, w.r),
-        gen=lambda w, input: generate_args(input.model, w.arm, pm_budget(input.inventory, w.r)),
+        gen=lambda w, input: cells.generate_args(mv(w), input.model, w.arm, pm_budget(input.inventory, w.r)),
         prompt=PM["prompt"],
-        meta=lambda w, input: pm_meta(campaign="main", arm=w.arm, r=w.r, rep=w.rep,
+        meta=lambda w, input: cells.pm_meta(mv(w), campaign="main", arm=w.arm, r=w.r, rep=w.rep,
                                       t_repr_bytes=pm_t_repr(input.inventory)),
         cgroup=config["harness"]["cgroup"],
-        config_digest=PM_DIGEST,
+        config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
-        f"{LOGS}/pager_model/{{arm}}-r{{r}}-rep{{rep}}.log",
+        f"{LOGS}/pager_model/{{model}}/{{arm}}-r{{r}}-rep{{rep}}.log",
     resources:
         storage_exclusive=1,
     conda:
@@ -105,22 +115,24 @@ rule pager_model_cell:
 rule pager_model_baseline:
     input:
         engine=RESIDCTL,
-        model=lambda w: pm_model()[0],
-        inventory=lambda w: pm_model()[2],
-        digests=PM_DIGESTS,
-        plan=PM_GRAPH_PLAN,
+        model=lambda w: cells.pm_model(mv(w))[0],
+        inventory=lambda w: cells.pm_model(mv(w))[2],
+        digests=pm_digests,
+        plan=lambda w: cells.pm_graph_plan(mv(w)),
     output:
-        f"{PM_RUNS}/{PM_NAME}/baseline/rep{{rep}}/harness.json",
+        f"{PM_RUNS}/{{model}}/baseline/rep{{rep}}/harness.json",
+    wildcard_constraints:
+        model=PM_MODEL_RE,
     params:
         dir=lambda w, output: run_dir(output),
-        gen=lambda w, input: generate_args(input.model, "kernel-mmap", None),
+        gen=lambda w, input: cells.generate_args(mv(w), input.model, "kernel-mmap", None),
         prompt=PM["prompt"],
-        meta=lambda w, input: pm_meta(campaign="baseline", arm="kernel-mmap", rep=w.rep,
+        meta=lambda w, input: cells.pm_meta(mv(w), campaign="baseline", arm="kernel-mmap", rep=w.rep,
                                       t_repr_bytes=pm_t_repr(input.inventory)),
         cgroup=config["harness"]["cgroup"],
-        config_digest=PM_DIGEST,
+        config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
-        f"{LOGS}/pager_model/baseline-rep{{rep}}.log",
+        f"{LOGS}/pager_model/{{model}}/baseline-rep{{rep}}.log",
     resources:
         storage_exclusive=1,
     conda:

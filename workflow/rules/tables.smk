@@ -1,9 +1,21 @@
 # Paper tables: CSV, Markdown and LaTeX from Parquet.
 
-TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs",
+TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs", "models",
                                                        "table3-principal", "table5-certificate")
           for ext in ("csv", "md", "tex")]
 TABLE3_CLAIMS = ["claims/C1.json", "claims/C2.json", "claims/C8.json"]  # the principal records, one row each
+# every further model's pager-model table (results/sweep/<name>/tables/)
+TABLES += [f"{cells.pm_table_stem(config, n)}.{ext}" for n in SWEEP_NAMES for ext in ("csv", "md", "tex")]
+
+
+def sweep_model(name):
+    """What results/tables/models.* reads of one model of pager_model.models."""
+    return {"name": name, "runs": cells.pm_parquet(config, name), "opt": cells.pm_opt(config, name),
+            "inventory": cells.pm_model(cells.model_view(config, name))[2],
+            "claims": [cells.pm_claim(config, name, c) for c in MODEL_CLAIM_IDS]}
+
+
+SWEEP_MODELS = [sweep_model(n) for n in PM_NAMES]
 
 
 def table_outputs(name):
@@ -44,6 +56,19 @@ rule table_pager_model:
         CONDA_ENV
     shell:
         "residency table pager-model --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+
+
+use rule table_pager_model as table_pager_model_sweep with:
+    input:
+        runs=f"{cells.SWEEP}/{{model}}/pager_model.parquet",
+        opt=f"{cells.SWEEP}/{{model}}/pager_model_opt.parquet",
+        code=residency_code("tables.py", "arms.py"),
+    output:
+        [f"{cells.SWEEP}/{{model}}/tables/pager-model.{ext}" for ext in ("csv", "md", "tex")],
+    wildcard_constraints:
+        model=SWEEP_MODEL_RE,
+    log:
+        f"{LOGS}/sweep/{{model}}/table-pager-model.log",
 
 
 rule table6_matched_pairs:
@@ -93,3 +118,21 @@ rule table5_certificate:
         CONDA_ENV
     shell:
         "residency table table5-certificate --runs {input.record} --out-stem {params.stem} 2> {log}"
+
+
+rule table_models:
+    # One row per model of pager_model.models (the primary first): its Parquet, inventory and claims.
+    input:
+        data=[p for m in SWEEP_MODELS for p in (m["runs"], m["opt"], m["inventory"], *m["claims"])],
+        code=residency_code("tables.py", "arms.py"),
+    output:
+        table_outputs("models"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+        models=_shlex.quote(_json.dumps(SWEEP_MODELS)),
+    log:
+        f"{LOGS}/table-models.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table models --models {params.models} --out-stem {params.stem} 2> {log}"

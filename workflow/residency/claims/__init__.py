@@ -15,6 +15,7 @@ import pandas as pd
 from .. import history
 from ..arms import KERNEL_MMAP
 from . import c1, c2, c8, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
+from .model_runs import MODEL_OPT, MODEL_RUNS
 
 REGISTRY = {m.ID: m for m in (p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, c1, c2, c8)}
 MACHINE_FILE = "results/machine.json"
@@ -29,12 +30,32 @@ def module(claim_id: str):
         raise SystemExit(f"residency: error: unknown claim {claim_id!r} (known: {', '.join(sorted(REGISTRY))})") from None
 
 
-def input_paths(claim_id: str) -> list[str]:
-    return list(module(claim_id).INPUTS.values()) + [MACHINE_FILE, PROBE_FILE]
+MODEL_INPUTS = (MODEL_RUNS, MODEL_OPT)
 
 
-def load_frames(mod, root: Path) -> dict[str, pd.DataFrame]:
-    return {name: pd.read_parquet(root / path) for name, path in mod.INPUTS.items()}
+def model_claim_ids() -> list[str]:
+    """The claims made from the real-model study alone: every model of the sweep gets its own."""
+    return sorted(i for i, m in REGISTRY.items() if set(m.INPUTS.values()) <= set(MODEL_INPUTS))
+
+
+def inputs_of(claim_id: str, results: str | None = None) -> dict[str, str]:
+    """The claim's Parquet inputs; `results`: a sweep model's directory (results/sweep/<name>),
+    whose pager_model Parquet stand in for the primary model's."""
+    mod = module(claim_id)
+    if results is None:
+        return dict(mod.INPUTS)
+    if claim_id not in model_claim_ids():
+        raise SystemExit(f"residency: error: claim {claim_id} is not a model claim (those: "
+                         f"{', '.join(model_claim_ids())}); --results applies to model claims only")
+    return {k: f"{results}/{Path(v).name}" for k, v in mod.INPUTS.items()}
+
+
+def input_paths(claim_id: str, results: str | None = None) -> list[str]:
+    return list(inputs_of(claim_id, results).values()) + [MACHINE_FILE, PROBE_FILE]
+
+
+def load_frames(inputs: dict[str, str], root: Path) -> dict[str, pd.DataFrame]:
+    return {name: pd.read_parquet(root / path) for name, path in inputs.items()}
 
 
 def scope_of(frames: dict[str, pd.DataFrame], root: Path) -> dict:
@@ -77,19 +98,24 @@ def content_checks_of(frames: dict[str, pd.DataFrame]) -> dict | None:
             "mismatches": int(df["content_mismatches"].fillna(0).sum())}
 
 
-def compute(claim_id: str, root: Path, settings: dict, protocol: dict | None = None) -> dict:
+def compute(claim_id: str, root: Path, settings: dict, protocol: dict | None = None,
+            results: str | None = None) -> dict:
     mod = module(claim_id)
-    frames = load_frames(mod, root)
+    frames = load_frames(inputs_of(claim_id, results), root)
     result = mod.compute(frames, settings)
-    return record.build(claim_id, mod.REFERENCE, result, input_paths(claim_id),
+    return record.build(claim_id, mod.REFERENCE, result, input_paths(claim_id, results),
                         scope_of(frames, root), settings, root, protocol)
 
 
 def make(claim_id: str, root: Path, settings: dict, out: Path | None = None,
-         protocol: dict | None = None) -> dict:
-    """Compute and write the record, then append its line to claims/history/<ID>.jsonl."""
-    doc = compute(claim_id, root, settings, protocol)
+         protocol: dict | None = None, results: str | None = None) -> dict:
+    """Compute and write the record, then append its line to the history next to it
+    (claims/history/<ID>.jsonl). `results`: a sweep model's directory (inputs_of); its
+    record says how to remake it (verify and replay read claims/<ID>.json only)."""
+    doc = compute(claim_id, root, settings, protocol, results)
     out = out or root / "claims" / f"{claim_id}.json"
+    if results is not None:
+        doc["commands"] = {"regenerate": f"snakemake --cores 1 {out}"}
     record.write(doc, out)
     history.append(history.path_for(out, claim_id), history.entry_of(doc, out))
     return doc
