@@ -50,7 +50,7 @@ def test_the_configured_certified_run_meets_every_obligation(model, oracle, tmp_
         pytest.skip(f"no hard host cap here ({c['A']['host_reason']}): the predicates cannot be judged")
     assert all(v is True for v in c["checks"].values()), (c["checks"], c["E"]["terms"])
     assert c["I"]["u_sem_lb"]["union"]["overlapping_component_intervals"] == 0
-    assert c["I"]["u_sem_lb"]["u_sem_lb_bytes"] <= c["I"]["t_repr"]["t_repr_bytes"]
+    assert c["I"]["u_sem_lb"]["u_sem_lb_bytes"] <= c["I"]["t_repr"]["t_repr_bytes"] == c["I"]["engine_tensor_bytes"]
 
 
 def test_a_cap_above_the_demand_is_not_class_w(model, oracle, tmp_path):

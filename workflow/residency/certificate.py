@@ -52,6 +52,7 @@ def inventory(run_dir: Path, run: dict, model: dict) -> dict:
     t = representation(_json(run_dir / "objects.json"), sha)
     return {"model": model, "engine_identity": run.get("identity"), "llama": run.get("llama"),
             "t_repr": t, "s_bytes": t["t_repr_bytes"], "s_rule": S_RULE,
+            "engine_tensor_bytes": (run.get("model") or {}).get("tensor_bytes"),  # residctl's own count, beside T_repr
             "u_sem_lb": demand.bound(run_dir, sha), "u_sched": traffic.scheduled(run_dir, sha),
             "q_run": traffic.cumulative(run_dir), "run_dir": str(run_dir)}
 
