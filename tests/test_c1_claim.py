@@ -14,11 +14,13 @@ from test_inventory import SHA
 SETTINGS = {"approx_tolerance": 0.005}
 
 
-def project(tmp_path, edit=None):
+def project(tmp_path, edit=None, edit_oracle=None):
     runs = tmp_path / "results" / "runs" / "certificate"
     r, o = certified_run(runs / "certified", cap=800, peak=600), certified_run(runs / "oracle", cap=None)
     if edit:
         edit(r)
+    if edit_oracle:
+        edit_oracle(o)
     manifest.write(r), manifest.write(o)
     res = tmp_path / "results"
     ident = res / "model.json"
@@ -51,6 +53,12 @@ def test_a_certified_execution_passes_and_verifies(tmp_path):
 def test_each_obligation_failing_fails_the_claim(tmp_path, edit, failing):
     doc = claims.make("C1", project(tmp_path, edit), SETTINGS)
     assert doc["verdict"] == "fail" and any(failing in r for r in doc["reasons"]), doc["reasons"]
+
+
+def test_an_oracle_that_did_not_close_fails_the_claim(tmp_path):
+    doc = claims.make("C1", project(tmp_path, edit_oracle=lambda o: _edit(
+        o / "run.json", lambda d: d["counters"].update(reconcile_mismatches=1))), SETTINGS)
+    assert doc["verdict"] == "fail" and any("oracle_lifecycle_closed" in r for r in doc["reasons"]), doc["reasons"]
 
 
 def test_an_unevaluable_obligation_is_insufficient_evidence(tmp_path):

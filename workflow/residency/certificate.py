@@ -31,6 +31,10 @@ SCHEMA_VERSION = 1
 FILE = "certificate.json"
 T_REPR_RULE = ("T_repr: the union of the file extents of every tensor objects.json lists (each object's tensors; "
                "a tied output's tensor counted once), GGUF metadata and alignment padding excluded")
+BOUNDARY = ("One execution of one build against that build's zero-cache oracle, at one model, prompt and horizon. "
+            "Exactness covers every generated token's complete logit row, the tokens, the response bytes, the "
+            "recorded routes and the consumer and destination records; nothing about other prompts, horizons or "
+            "builds, and no fault transition (a no-fault closure only).")
 S_RULE = "S: the canonical bytes managed from storage by the pager, the union of every managed object's tensors"
 
 
@@ -129,7 +133,7 @@ def oracle_record(oracle_dir: Path, run: dict) -> dict:
             "same_build": o.get("identity") is not None and o.get("identity") == run.get("identity")}
 
 
-def checks(e: dict, eqs: dict, admissible, gpu_ok, life: dict, oracle: dict) -> dict:
+def checks(e: dict, eqs: dict, admissible, gpu_ok, life: dict, oracle: dict, oracle_life: dict) -> dict:
     """The named boolean checks (None: not evaluable)."""
     t = e["terms"]
     by = {q["equation"]: q["holds"] for q in eqs["equations"]}
@@ -139,6 +143,7 @@ def checks(e: dict, eqs: dict, admissible, gpu_ok, life: dict, oracle: dict) -> 
         "all_routes_exact": t["routes"]["equal"], "consumer_exact": t["consumer"]["equal"],
         "destination_exact": t["destination"]["equal"], "candidate_resource_contract": admissible,
         "gpu_audit": gpu_ok, "lifecycle_closed": life["lifecycle_closed"],
+        "oracle_lifecycle_closed": oracle_life["lifecycle_closed"],
         "eq1_holds": by[1], "eq2_holds": by[2], "eq3_holds": by[3],
     }
 
@@ -160,7 +165,7 @@ def build(run_dir: str | Path, oracle_dir: str | Path, model: dict, reserve_byte
                               reserve_bytes, host, gpu)
     admissible = admission(b, a["host"])
     gpu_ok, gpu_note = gpu_obligation(gpu, run.get("destination"))
-    named = checks(e, eqs, admissible, gpu_ok, life, e["oracle"])
+    named = checks(e, eqs, admissible, gpu_ok, life, e["oracle"], lifecycle(_json(oracle_dir / "run.json")))
     not_evaluated = [q["not_evaluable"] for q in eqs["equations"] if q["holds"] is None]
     not_evaluated += [f"{k}: not evaluable" for k, v in named.items() if v is None and not k.startswith("eq")]
     return {"schema_version": SCHEMA_VERSION, "I": inv, "B": b, "A": a, "E": e, "L": life,
@@ -168,7 +173,7 @@ def build(run_dir: str | Path, oracle_dir: str | Path, model: dict, reserve_byte
             "classes": {"R": named["eq2_holds"], "W": named["eq3_holds"],
                         "E": {"relation": e["relation"], "horizon": e["horizon"]["outputs"], "exact": e["exact"]},
                         "L": life["lifecycle_closed"]},
-            "checks": named, "gpu_note": gpu_note, "not_evaluated": not_evaluated,
+            "checks": named, "gpu_note": gpu_note, "not_evaluated": not_evaluated, "claim_boundary": BOUNDARY,
             "harness_status": harness.get("status")}
 
 

@@ -72,5 +72,6 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/checks/gpu_audit", "eq", True,
                   why="GPU: positive margin below G_decl and no foreign compute process (or no board, nothing on a device)"),
         Assertion("/values/checks/lifecycle_closed", "eq", True, why="clean no-fault lifecycle closure"),
+        Assertion("/values/checks/oracle_lifecycle_closed", "eq", True, why="the oracle's lifecycle closed cleanly too"),
     ]
     return ClaimResult(headline, v, assertions)
