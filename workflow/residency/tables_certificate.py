@@ -20,7 +20,9 @@ def _mib(v) -> str:
 
 def _cells_authority(values: dict) -> str:
     """The host grades and limits of a campaign's cells (C2, C8), as recorded."""
-    cells = values.get("cells") or []
+    cells = [c for c in values.get("cells") or [] if isinstance(c, dict)]
+    if not cells:
+        return "not carried in the record's values (see its input table's host_grade, limit_bytes)"
     grades = sorted({str(c.get("host_grade")) for c in cells})
     limits = sorted({c.get("limit_bytes") for c in cells if c.get("limit_bytes") is not None})
     return f"host {'/'.join(grades) or 'n/a'} {', '.join(_mib(x) for x in limits) or 'no limit'}"
