@@ -25,7 +25,9 @@ def test_outputs_exist(campaign):
                 "results/pager_model.parquet", "results/tables/pager-model.md",
                 "results/matched_source.parquet", "results/tables/table6-matched-pairs.md",
                 "figures/08-matched-source-pairs.png", "claims/C2.json", "claims/C8.json",
-                "results/reclaim.parquet", "figures/04-reclaim-authority.png", "claims/P3.json"]:
+                "results/reclaim.parquet", "figures/04-reclaim-authority.png", "claims/P3.json",
+                "claims/C1.json", "results/runs/certificate/certificate.json",
+                "results/tables/table3-principal.md", "results/tables/table5-certificate.tex"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -203,7 +205,25 @@ def c8_from_runs(work: Path, doc: dict) -> None:
     assert v["eq1"]["margin_bytes"] == margins and v["eq1"]["holds"] == [m > 0 for m in margins]
 
 
-MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs}
+def c1_from_runs(work, doc):
+    """C1: the certificate rebuilt from the two raw run directories equals the recorded one;
+    under a hard host cap every obligation holds (the default config is sized for it)."""
+    from residency import certificate
+
+    runs = work / "results" / "runs" / "certificate"
+    rec = json.loads((runs / certificate.FILE).read_text())
+    model = json.loads((work / "results" / "models" / "synthetic-moe.json").read_text())
+    again = certificate.build(runs / "certified", runs / "oracle", {k: model.get(k) for k in ("path", "sha256", "bytes")},
+                              rec["B"]["host"]["r_policy_bytes"])
+    assert json.loads(json.dumps(again)) == rec
+    if rec["A"]["host"] == "hard":
+        assert doc["verdict"] == "pass", doc["reasons"]
+        assert doc["values"]["equations"]["eq3"]["margin_bytes"] > 0 and doc["values"]["claim_class"] == "W"
+    else:
+        assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+
+
+MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs, "C1": c1_from_runs}
 
 
 def test_claims_hold_and_verify(campaign):
@@ -225,7 +245,7 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["C2", "C8", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
+        ["C1", "C2", "C8", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
 
 
 def test_rerun_is_a_no_op(campaign):

@@ -527,3 +527,48 @@ def reclaim_meta(config: dict, protection: str, rep) -> str:
     rc = config["reclaim"]
     return meta_flags(reclaim_digest(config), {"campaign": "reclaim", "arm": rc["arm"], "protection": protection,
                                                "r": ratio_str(rc["ratio"]), "rep": rep})
+
+
+# ---- the memory-sovereignty certificate (reference 004 §2.1, §5.2; claim C1) ------------
+
+CERT_RUNS = "results/runs/certificate"
+CERT_TABLE = "results/certificate.parquet"
+CERT_CELLS = ("oracle", "certified")
+
+
+def cert_model(config: dict) -> str:
+    """The certified execution's GGUF: a synthetic MoE written by the model rules."""
+    return synthetic_gguf(config["certificate"]["model"].split("-", 1)[1])
+
+
+def cert_digest(config: dict) -> str:
+    c = config["certificate"]
+    return digest(run_sections(config) | {"certificate": c, "model": config["models"]["synthetic"]})
+
+
+def cert_run(cell: str) -> str:
+    return f"{CERT_RUNS}/{cell}/harness.json"
+
+
+def cert_record() -> str:
+    """certificate.json, beside the certified run's directory (not in it: the run's
+    manifest stays the run's own)."""
+    return f"{CERT_RUNS}/certificate.json"
+
+
+def cert_generate_args(config: dict, cell: str, model: str) -> str:
+    """The certified run: its arm at its weight budget; the oracle: the same build's
+    zero-cache arm (every step refilled), same budget, no host limit."""
+    c = config["certificate"]
+    arm = c["arm"] if cell == "certified" else "pager-zero"
+    return (f"--model {model} --arm {arm} --budget-bytes {c['budget_bytes']} --chunk-size {c['chunk_bytes']}"
+            f" --tokens {c['tokens']} --ctx {c['ctx']} --threads {config['pager_model']['threads']}"
+            f" --watchdog-s {c['watchdog_s']} --eager-reconcile")
+
+
+def cert_harness_args(config: dict, cell: str) -> str:
+    """H_cap for the certified run (the oracle has none), and the declared GPU allowance."""
+    c = config["certificate"]
+    cap = f"--limit-bytes {c['host_cap_bytes']} " if cell == "certified" else ""
+    return (cap + f"--gpu-declared-bytes {c['gpu_declared_bytes']} --gpu-interval-s {c['gpu_interval_s']}"
+            + " " + meta_flags(cert_digest(config), {"campaign": "certificate", "cell": cell}))

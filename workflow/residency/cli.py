@@ -53,7 +53,12 @@ def _cmd_region_identity(a) -> int:
 def _cmd_gather(a) -> int:
     from . import gather
 
-    if a.study in ("pager-synthetic", "reclaim"):
+    if a.study == "certificate":
+        from .gather_certificate import gather_certificate
+
+        _need(a, "oracle", "model_identity", "reserve_bytes")
+        t = gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
+    elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
             from .gather_reclaim import gather_reclaim as fn
@@ -105,9 +110,34 @@ def _cmd_table(a) -> int:
         return 0
     if not a.runs:
         raise SystemExit(f"residency: error: table {a.table} needs --runs")
+    if a.table in ("table3-principal", "table5-certificate"):
+        from . import tables_certificate as tc
+
+        if a.table == "table3-principal":
+            tc.table3_principal(a.runs.split(","), a.out_stem)
+        else:
+            tc.table5_certificate(a.runs, a.out_stem)
+        return 0
     make = {"pager-synthetic": tables.pager_synthetic_summary, "pager-model": tables.pager_model_summary,
             "table6-matched-pairs": tables.table6_matched_pairs}[a.table]
     make(a.runs, a.opt, a.out_stem)
+    return 0
+
+
+def _cmd_certificate(a) -> int:
+    from . import certificate
+    from .demand import DemandError
+
+    model = json.loads(Path(a.model_identity).read_text())
+    try:
+        cert = certificate.build(a.run, a.oracle, {k: model.get(k) for k in ("path", "sha256", "bytes")},
+                                 a.reserve_bytes)
+    except (DemandError, FileNotFoundError, KeyError) as exc:
+        raise SystemExit(f"residency certificate: error: {exc}") from None
+    certificate.write(cert, a.out)
+    print(f"residency certificate: exact {cert['E']['exact']}, classes R {cert['classes']['R']} "
+          f"W {cert['classes']['W']}, admissible {cert['admissible']}, lifecycle closed {cert['classes']['L']}"
+          f" -> {a.out}", file=sys.stderr)
     return 0
 
 
@@ -235,6 +265,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a reclaim cell (P3): pressure at O + this fraction of the budget, swap available")
     s.add_argument("--swap-bytes", type=int, default=None, help="reclaim cell: the swap file it turns on")
     s.add_argument("--swap-dir", default=None, help="reclaim cell: where the swap file is made")
+    s.add_argument("--gpu-declared-bytes", type=int, default=None,
+                   help="the declared whole-board GPU allowance G_decl the NVML observer audits (default 0)")
+    s.add_argument("--gpu-interval-s", type=float, default=0.05, help="NVML sampling interval (default 0.05 s)")
     s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- residctl ...")
     s.set_defaults(func=_cmd_run)
 
@@ -258,14 +291,24 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_region_identity)
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim"])
+    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
     s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
+    s.add_argument("--reserve-bytes", type=int, help="certificate: R_policy (eq. 1)")
+    s.add_argument("--record", help="certificate: the certificate.json the table must agree with")
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)
+
+    s = sub.add_parser("certificate", help="the record C = (I, B, A, E, L) of a certified run (certificate.json)")
+    s.add_argument("--run", required=True, help="the certified run directory (run.json, harness.json, ...)")
+    s.add_argument("--oracle", required=True, help="its same-build oracle's run directory")
+    s.add_argument("--model-identity", required=True, help="the model's identity record (path, sha256, bytes)")
+    s.add_argument("--reserve-bytes", type=int, required=True, help="R_policy (eq. 1)")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_cmd_certificate)
 
     s = sub.add_parser("analyse", help="Belady bound per run (and determinism per cell)")
     s.add_argument("study", choices=["pager-synthetic", "pager-model"])
@@ -282,8 +325,10 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_figure)
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
-    s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models"])
-    s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models)")
+    s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
+                                     "table3-principal", "table5-certificate"])
+    s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal: "
+                                                "claim records, comma-separated; table5-certificate: certificate.json")
     s.add_argument("--models", default=None,
                    help="models: JSON list of {name, runs, opt, inventory, claims: [record paths]}")
     s.add_argument("--opt", default=None, help="the OPT table (pager tables)")

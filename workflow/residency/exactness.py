@@ -79,3 +79,118 @@ def compare(run_dir: str | Path, oracle_dir: str | Path) -> Comparison:
     tokens_equal = got_tokens == want_tokens
     logits_equal = rows_differing == 0
     return Comparison(tokens_equal and logits_equal, tokens_equal, logits_equal, n, rows_differing, first, detail)
+
+
+# ---- the full exactness relation (reference 004 eq. 4) --------------------------------------
+
+TERMS = ("logits", "tokens", "response", "routes", "consumer", "destination")
+RELATION = "E = E_logits ∧ E_tokens ∧ E_response ∧ E_routes ∧ E_consumer ∧ E_destination"
+PREDICATES = {
+    "logits": "for every generated token, byte-for-byte equality of its complete float32 logit row (equal row "
+              "sha256 and equal whole-file sha256)",
+    "tokens": "ordered equality of every generated token id",
+    "response": "byte-identical decoded response (response.txt)",
+    "routes": "ordered equality of every recorded route event (pass, layer, the experts selected per token)",
+    "consumer": "field-by-field equality of run.json's consumer record (engine, adapter, runtime, graph, router, "
+                "expert kernel, reduction, scheduling boundary)",
+    "destination": "field-by-field equality of run.json's destination record (host memory, device memory)",
+}
+
+
+def first_difference(a, b, path: str = "") -> str | None:
+    """The first place two JSON values differ (keys in sorted order), said, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}/{k}: present in {'the oracle' if k in b else 'the run'} only"
+            d = first_difference(a[k], b[k], f"{path}/{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}/{i}")
+            if d:
+                return d
+        return None if len(a) == len(b) else f"{path}: {len(a)} items, oracle {len(b)}"
+    return None if a == b and type(a) is type(b) else f"{path or '/'}: {a!r}, oracle {b!r}"
+
+
+def _row_sha(run_dir: Path) -> list[str]:
+    p = run_dir / "logits.sha256"
+    return [line.split()[1] for line in p.read_text().splitlines() if line.strip()] if p.exists() else []
+
+
+def _logits_term(run_dir: Path, oracle_dir: Path, cmp: Comparison) -> dict:
+    from .identity import sha256_file
+
+    def whole(d):
+        return sha256_file(d / "logits.f32") if (d / "logits.f32").exists() else None
+
+    got, want = _row_sha(run_dir), _row_sha(oracle_dir)
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    equal = cmp.logits_equal and got == want and whole(run_dir) == whole(oracle_dir)
+    detail = None if equal else (cmp.detail or (f"row {first}: sha256 differs" if first is not None
+                                                 else f"{len(got)} rows, oracle {len(want)}"))
+    return {"equal": equal, "rows": cmp.rows_compared, "rows_differing": cmp.rows_differing,
+            "candidate_sha256": whole(run_dir), "oracle_sha256": whole(oracle_dir),
+            "candidate_row_sha256": got, "oracle_row_sha256": want, "first_difference": detail}
+
+
+def _response_term(run_dir: Path, oracle_dir: Path) -> dict:
+    def text(d):
+        return (d / "response.txt").read_bytes() if (d / "response.txt").exists() else None
+
+    a, b = text(run_dir), text(oracle_dir)
+    if a is None or b is None:
+        return {"equal": False, "bytes": None, "first_difference": "response.txt missing"}
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if i is None and len(a) != len(b):
+        i = min(len(a), len(b))
+    diff = None if i is None else (f"byte {i}: {a[i:i + 1].hex() or 'end'}, oracle {b[i:i + 1].hex() or 'end'}")
+    return {"equal": a == b, "bytes": len(b), "first_difference": diff}
+
+
+def _routes_term(run_dir: Path, oracle_dir: Path) -> dict:
+    from .demand import routes
+
+    a, b = routes(run_dir), routes(oracle_dir)
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    diff = None
+    if i is not None:
+        diff = (f"event {i} (pass {b[i]['pass']}, layer {b[i]['layer']}): "
+                f"{first_difference(a[i], b[i]) or 'differs'}")
+    elif len(a) != len(b):
+        diff = f"{len(a)} route events, oracle {len(b)}"
+    return {"equal": a == b, "events": len(b), "first_difference": diff}
+
+
+def _record_term(run_dir: Path, oracle_dir: Path, key: str) -> dict:
+    def rec(d):
+        p = d / "run.json"
+        return json.loads(p.read_text()).get(key) if p.exists() else None
+
+    a, b = rec(run_dir), rec(oracle_dir)
+    if a is None or b is None:
+        return {"equal": False, "record": b, "first_difference": f"run.json has no {key} record"}
+    diff = first_difference(a, b)
+    return {"equal": diff is None, "record": b, "first_difference": diff}
+
+
+def relation(run_dir: str | Path, oracle_dir: str | Path) -> dict:
+    """Every term of E between a run and its oracle; each names its first differing element."""
+    run_dir, oracle_dir = Path(run_dir), Path(oracle_dir)
+    cmp = compare(run_dir, oracle_dir)
+    terms = {
+        "logits": _logits_term(run_dir, oracle_dir, cmp),
+        "tokens": {"equal": cmp.tokens_equal, "tokens": len(_tokens(oracle_dir)),
+                   "first_difference": None if cmp.tokens_equal else cmp.detail or "token lists differ"},
+        "response": _response_term(run_dir, oracle_dir),
+        "routes": _routes_term(run_dir, oracle_dir),
+        "consumer": _record_term(run_dir, oracle_dir, "consumer"),
+        "destination": _record_term(run_dir, oracle_dir, "destination"),
+    }
+    for name, t in terms.items():
+        t["predicate"] = PREDICATES[name]
+    return {"relation": RELATION, "terms": terms, "exact": all(t["equal"] for t in terms.values()),
+            "horizon": {"outputs": len(_tokens(oracle_dir)), "logit_rows": cmp.rows_compared}}

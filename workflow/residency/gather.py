@@ -461,7 +461,14 @@ TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_
                   "pager-model": lambda lin: pager_model_table(lin["run_dirs"], lin["identity"], lin["oracle"], lin.get("llama")),
                   "matched-source": lambda lin: matched_source_table(lin["run_dirs"], lin["identity"], lin["oracle"],
                                                                      lin.get("llama")),
-                  "reclaim": lambda lin: _reclaim_table(lin)}
+                  "reclaim": lambda lin: _reclaim_table(lin),
+                  "certificate": lambda lin: _certificate_table(lin)}
+
+
+def _certificate_table(lin: dict) -> pa.Table:
+    from .gather_certificate import certificate_table
+
+    return certificate_table(lin)
 
 
 def _reclaim_table(lin: dict) -> pa.Table:

@@ -18,6 +18,11 @@ not verified off: pages could leave for swap beyond it; the reason is recorded),
 
 Before it makes a cell's cgroup, the harness removes the ones a killed harness left behind
 (cgroup.sweep_stale) and lists them in harness.json `host.swept_cgroups`.
+
+GPU authority (harness.json `gpu`): the NVML observer (nvml.py) samples every board's used
+memory and compute processes every `gpu_interval_s` while the run lasts, against the
+declared allowance `gpu_declared_bytes`; grade `audited`, or `absent` (G = 0) where there is
+no NVML or no GPU. `host.mem_total_bytes` is the Linux-visible host memory (MemTotal).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import atomic, manifest, reclaim, swap
+from . import atomic, manifest, nvml, reclaim, swap
 from .cgroup import PAGE, Cgroup, CgroupUnavailable, locate, sweep_stale
 from .identity import sha256_file
 
@@ -95,6 +100,8 @@ def run(
     meta: dict | None = None,
     drop_cache: list[str] | None = None,
     pressure: Pressure | None = None,
+    gpu_declared_bytes: int | None = None,
+    gpu_interval_s: float = nvml.DEFAULT_INTERVAL_S,
 ) -> dict:
     """Run `cmd` under the host authority and write DIR/harness.json; return its content.
 
@@ -117,7 +124,8 @@ def run(
         for path in drop_cache or []:
             _drop_page_cache(path)
         started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        proc, rusage, wall_s, counters, authority, rc = _execute(cmd, out, cg, pressure)
+        gpu = nvml.Observer(gpu_declared_bytes, gpu_interval_s)
+        proc, rusage, wall_s, counters, authority, rc = _execute(cmd, out, cg, pressure, gpu)
 
     code = proc.returncode
     stderr_text = (out / STDERR_FILE).read_text(errors="replace")
@@ -153,6 +161,7 @@ def run(
             "grade": grade,
             "reason": reason or None,
             "limit_bytes": limit_bytes,
+            "mem_total_bytes": _mem_total(),
             "cgroup": asdict(counters) if counters else None,
             "authority": asdict(authority) if authority is not None and (limit_bytes is not None or pressure) else None,
             "swept_cgroups": swept,
@@ -160,6 +169,7 @@ def run(
             "reclaim": rc,
             "swap": asdict(swapfile) if swapfile else None,
         },
+        "gpu": gpu.obs.as_dict(),
         "stderr_tail": stderr_text.splitlines()[-5:],
         "dropped_cache": list(drop_cache or []),
         "engine_manifest": _engine_manifest(out),
@@ -240,16 +250,24 @@ def _make_cgroup(mode: str, parent: str | None, limit_bytes: int | None, pressur
         return None, str(exc), []
 
 
-def _execute(cmd: list[str], out: Path, cg: Cgroup | None, pressure: Pressure | None):
-    """Run the command inside the cgroup; read its counters; always remove the cgroup."""
+def _mem_total() -> int | None:
+    from .machine import _mem_total as mem_total
+
+    return mem_total()
+
+
+def _execute(cmd: list[str], out: Path, cg: Cgroup | None, pressure: Pressure | None, gpu: nvml.Observer):
+    """Run the command inside the cgroup, observed by the GPU observer; read its counters;
+    always remove the cgroup."""
     sampler = reclaim.Sampler(cg.path, cg.version) if (cg is not None and pressure) else None
     t0 = time.monotonic()
     try:
-        with open(out / STDERR_FILE, "wb") as err, (sampler or contextlib.nullcontext()):
+        with open(out / STDERR_FILE, "wb") as err, (sampler or contextlib.nullcontext()), gpu:
             proc = subprocess.Popen(
                 cmd, stdout=subprocess.DEVNULL, stderr=err,
                 preexec_fn=(cg.enter if cg is not None else None),
             )
+            gpu.watch(proc.pid)  # its process tree's compute processes are the run's own
             _, status, rusage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
         wall_s = time.monotonic() - t0
@@ -318,12 +336,13 @@ def main_run(args) -> int:
         meta = dict(kv.split("=", 1) for kv in (args.meta or []))
         meta.update(extra)
         rec = run(args.cmd, args.out, limit, args.cgroup, args.cgroup_parent, meta=meta,
-                  drop_cache=args.drop_cache, pressure=pressure)
+                  drop_cache=args.drop_cache, pressure=pressure, gpu_declared_bytes=args.gpu_declared_bytes,
+                  gpu_interval_s=args.gpu_interval_s)
     except HarnessError as exc:
         print(f"residency run: error: {exc}", file=sys.stderr)
         return 2
     host = rec["host"]
     cg = host["cgroup"] or {}
     print(f"residency run: {rec['status']} in {rec['wall_s']:.2f} s, host grade {host['grade']}, "
-          f"peak {cg.get('peak_bytes')} of limit {host['limit_bytes']}", file=sys.stderr)
+          f"peak {cg.get('peak_bytes')} of limit {host['limit_bytes']}; GPU {rec['gpu']['grade']}", file=sys.stderr)
     return 0

@@ -1,7 +1,9 @@
 # Paper tables: CSV, Markdown and LaTeX from Parquet.
 
-TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs", "models")
+TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs", "models",
+                                                       "table3-principal", "table5-certificate")
           for ext in ("csv", "md", "tex")]
+TABLE3_CLAIMS = ["claims/C1.json", "claims/C2.json", "claims/C8.json"]  # the principal records, one row each
 # every further model's pager-model table (results/sweep/<name>/tables/)
 TABLES += [f"{cells.pm_table_stem(config, n)}.{ext}" for n in SWEEP_NAMES for ext in ("csv", "md", "tex")]
 
@@ -83,6 +85,39 @@ rule table6_matched_pairs:
         CONDA_ENV
     shell:
         "residency table table6-matched-pairs --runs {input.runs} --out-stem {params.stem} 2> {log}"
+
+
+rule table3_principal:
+    input:
+        records=TABLE3_CLAIMS,
+        code=residency_code("tables.py", "tables_certificate.py"),
+    output:
+        table_outputs("table3-principal"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+        records=lambda w, input: ",".join(input.records),
+    log:
+        f"{LOGS}/table3-principal.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table3-principal --runs {params.records} --out-stem {params.stem} 2> {log}"
+
+
+rule table5_certificate:
+    input:
+        record=cells.cert_record(),
+        code=residency_code("tables.py", "tables_certificate.py"),
+    output:
+        table_outputs("table5-certificate"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table5-certificate.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table5-certificate --runs {input.record} --out-stem {params.stem} 2> {log}"
 
 
 rule table_models:

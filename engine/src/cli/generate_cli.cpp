@@ -34,6 +34,10 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
       ->check(CLI::IsMember({"off", "move", "collapse"}));
   g->add_option("--graph-plan", c.graph_plan, "object boundaries learned by an earlier run (no discovery pass)");
   g->add_option("--graph-plan-out", c.graph_plan_out, "write the object boundaries this run used or learned");
+  g->add_option("--route-node", c.route_node,
+                "negative control: read a MoE layer's routes at <NAME>-N instead of ffn_moe_topk-N (a name the graph "
+                "lacks stops the run at the first expert-kernel read, naming the node)")
+      ->capture_default_str();
   g->add_flag("--repack", c.repack,
               "negative control: let llama.cpp repack weights at load; the load check then refuses a model whose weights "
               "are no longer file-backed (exit 2)");

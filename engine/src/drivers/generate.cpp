@@ -188,7 +188,13 @@ int run_generate(const GenerateConfig& cfg) {
     ~BackendFree() { llama_backend_free(); }
   } backend_free;
   check_loadable(cfg.model, g);
-  Manifest m = build_manifest(g.tensors, g.file_bytes, g.data_offset, cfg.pager.chunk_size, g.n_expert);
+  Manifest m;
+  try {
+    m = build_manifest(g.tensors, g.file_bytes, g.data_offset, cfg.pager.chunk_size, g.n_expert,
+                       g.architecture + ".expert_count");
+  } catch (const InputError& e) {
+    throw InputError("model " + cfg.model + ": " + e.what());
+  }
   if (static_cast<uint64_t>(cfg.tokens + 2) * m.steps_per_pass() > UINT32_MAX)
     throw InputError("--tokens times the object steps per pass exceeds the trace's u32 step field");
   GenerateRun run(cfg, std::move(m), std::move(g));

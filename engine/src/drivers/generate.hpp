@@ -35,6 +35,10 @@ struct GenerateConfig {
   // (use_extra_bufts). Repacked weights are no longer file-backed, so the load check must
   // refuse the model (exit 2); a model with nothing to repack runs as usual.
   bool repack = false;
+  // The router's selection node of every MoE layer, `<route_node>-N` (the routes are read
+  // there, before the expert kernel). Another name is the route check's negative control
+  // (--route-node): a MoE model then stops at its first expert-kernel read, naming the node.
+  std::string route_node = "ffn_moe_topk";
   // Every this many tokens (and at the last) one progress line on stderr, also when stderr
   // is a log file; 0: only on a terminal (a line redrawn in place).
   uint32_t progress_every = 0;

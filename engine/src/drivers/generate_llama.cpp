@@ -238,6 +238,7 @@ void GenerateRun::take_row(uint32_t i, const float* row) {
 std::string GenerateRun::stop_reason() const {
   if (pager_ && pager_->failed()) return "pager: " + pager_->error();
   if (audit_error_) return *audit_error_;
+  if (const auto& why = observer_.stats().first_route_violation; !why.empty()) return why;
   return {};
 }
 

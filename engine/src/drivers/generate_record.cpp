@@ -94,6 +94,10 @@ nlohmann::json GenerateRun::signal_audit_json() const {
           {"embd_rows_unread", os.embd_rows_unread},
           {"moe_steps_routed", moe_steps_routed_},
           {"moe_steps_unrouted", moe_steps_unrouted_},
+          {"route_node", observer_.route_node()},
+          {"route_events", os.route_events},
+          {"route_violations", os.route_violations},
+          {"first_route_violation", or_null(os.first_route_violation)},
           {"discovery_passes", os.discovery_passes},
           {"objects_out_of_order", os.out_of_order},
           {"first_violation", or_null(os.first_violation)}};
@@ -146,6 +150,10 @@ nlohmann::json GenerateRun::record(const std::string& error) {
   j["max_step_chunks"] = m_.max_step_chunks();
   j["mapping"] = model_mapping::to_json(model_mapping::report());
   j["signal_audit"] = signal_audit_json();
+  j["identity"] = identity_json();
+  j["consumer"] = consumer_json();
+  j["destination"] = destination_json();
+  j["demand"] = {{"file", "demand.json"}};
   return j;
 }
 
@@ -171,6 +179,7 @@ void GenerateRun::write_generation() {
 void GenerateRun::write_outputs(const std::string& error, bool with_generation) {
   const auto replace = nlohmann::json::error_handler_t::replace;
   write_file_atomic(a_.out + "/objects.json", m_.to_json().dump(2, ' ', false, replace) + "\n");
+  write_file_atomic(a_.out + "/demand.json", observer_.demand().to_json().dump(1, ' ', false, replace) + "\n");
   if (g_.n_expert > 0) {
     std::string lines;
     {

@@ -100,6 +100,10 @@ class GenerateRun final : public StepListener {
   nlohmann::json model_json() const;
   nlohmann::json generation_json() const;
   nlohmann::json signal_audit_json() const;
+  // generate_identity.cpp
+  nlohmann::json identity_json() const;
+  nlohmann::json consumer_json() const;
+  nlohmann::json destination_json() const;
   void write_outputs(const std::string& error, bool with_generation);
   void write_generation();
   [[noreturn]] void fail_now(const std::string& error);

@@ -23,7 +23,9 @@ GenerateRun::GenerateRun(const GenerateConfig& cfg, Manifest m, GgufSummary g)
       S_(m_.steps_per_pass()),
       audit_(m_.chunks, steps_),
       trace_(reserve_records()),
-      observer_(m_, *this) {}
+      observer_(m_, *this) {
+  observer_.set_route_node(cfg.route_node);
+}
 
 size_t GenerateRun::reserve_records() const {
   uint64_t per_pass = 0;
@@ -130,7 +132,7 @@ void GenerateRun::signal(uint64_t consumed, uint64_t next, bool next_oversize) {
 
 const std::vector<ChunkId>& GenerateRun::read_chunks(uint32_t obj) {
   const ModelObject& o = m_.objects[obj];
-  if (o.expert_tensors.empty()) return access_chunks(obj);
+  if (o.experts.empty()) return access_chunks(obj);
   const auto l = static_cast<size_t>(o.layer);
   if (l < pass_routed_.size() && pass_routed_[l]) {
     if (auto cs = m_.routed_chunks(obj, pass_experts_[l])) {

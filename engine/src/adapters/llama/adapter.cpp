@@ -68,6 +68,7 @@ GgufSummary read_gguf(const std::string& path) {
   }
   s.n_expert = u32_key(g, s.architecture + ".expert_count").value_or(0);
   s.n_expert_used = u32_key(g, s.architecture + ".expert_used_count").value_or(0);
+  s.expert_gating_func = u32_key(g, s.architecture + ".expert_gating_func");
   const int64_t n = gguf_get_n_tensors(g);
   s.tensors.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -76,6 +77,10 @@ GgufSummary read_gguf(const std::string& path) {
     t.type = ggml_type_name(gguf_get_tensor_type(g, i));
     t.offset = s.data_offset + gguf_get_tensor_offset(g, i);
     t.bytes = gguf_get_tensor_size(g, i);
+    const int64_t* ne = gguf_get_tensor_ne(g, i);
+    int dims = GGML_MAX_DIMS;
+    while (dims > 1 && ne[dims - 1] == 1) --dims;  // ggml_n_dims: trailing dimensions of 1 dropped
+    t.shape.assign(ne, ne + dims);
     s.tensors.push_back(std::move(t));
   }
   gguf_free(g);
@@ -104,6 +109,12 @@ std::optional<std::string> weight_not_file_backed(const std::vector<std::pair<st
   return std::nullopt;
 }
 
+EvalObserver::EvalObserver(const Manifest& m, StepListener& listener)
+    : m_(m), l_(listener), expert_layer_(m.tensors.size(), -1), routed_(m.n_layer, 0), demand_(m) {
+  for (const auto& o : m.objects)
+    for (uint32_t t : o.expert_tensors) expert_layer_[t] = o.layer;
+}
+
 bool EvalObserver::callback(ggml_tensor* t, bool ask, void* user_data) {
   auto* self = static_cast<EvalObserver*>(user_data);
   if (ask) return self->ask(t);
@@ -115,7 +126,8 @@ bool EvalObserver::ask(ggml_tensor* t) {
   ++st_.nodes;
   if (!in_pass_ || (cur_ > 0 && reads_token_embedding_rows(t))) start_pass(t);  // a new graph
   const uint32_t occurrence = ++occurrences_[t->name];
-  bool want = discovering_ || suffix_int(t->name, "ffn_moe_topk-").has_value();
+  graph_.node(t);
+  bool want = discovering_ || route_layer(t).has_value();
   if (discovering_)
     discover(t);
   else if (is_boundary(t, occurrence))
@@ -132,6 +144,8 @@ void EvalObserver::start_pass(ggml_tensor* first) {
   auto rows = embd_rows(first);
   ++(rows ? st_.embd_rows_read : st_.embd_rows_unread);
   l_.pass_started(std::move(rows));  // ends the previous pass first (a second graph of one decode)
+  graph_.start_pass();
+  routed_.assign(m_.n_layer, 0);
   in_pass_ = true;
   occurrences_.clear();
   next_boundary_ = 0;
@@ -210,6 +224,7 @@ void EvalObserver::end_pass() {
   in_pass_ = false;
   discovering_ = false;
   cur_ = -1;
+  graph_.end_pass();
 }
 
 nlohmann::json EvalObserver::plans_json() const {
@@ -246,20 +261,49 @@ void EvalObserver::done(ggml_tensor* t) {
     l_.object_entered(static_cast<uint32_t>(cur_));
     return;
   }
-  if (auto layer = suffix_int(t->name, "ffn_moe_topk-")) {
-    if (t->type != GGML_TYPE_I32 || !t->data) return;
-    std::vector<std::vector<int32_t>> rows(static_cast<size_t>(t->ne[1]));
-    const auto* base = static_cast<const char*>(t->data);
-    for (int64_t r = 0; r < t->ne[1]; ++r) {
-      rows[static_cast<size_t>(r)].reserve(static_cast<size_t>(t->ne[0]));
-      for (int64_t k = 0; k < t->ne[0]; ++k) {
-        int32_t v;
-        std::memcpy(&v, base + r * t->nb[1] + k * t->nb[0], sizeof v);
-        rows[static_cast<size_t>(r)].push_back(v);
-      }
+  if (auto layer = route_layer(t)) read_routes(t, *layer);
+}
+
+std::optional<int> EvalObserver::route_layer(const ggml_tensor* t) const {
+  const std::string prefix = route_node_ + "-";
+  return suffix_int(t->name, prefix.c_str());
+}
+
+// The router's selection of layer N: per token (column), the experts picked.
+void EvalObserver::read_routes(ggml_tensor* t, int layer) {
+  if (t->type != GGML_TYPE_I32 || !t->data) return;
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(t->ne[1]));
+  const auto* base = static_cast<const char*>(t->data);
+  for (int64_t r = 0; r < t->ne[1]; ++r) {
+    rows[static_cast<size_t>(r)].reserve(static_cast<size_t>(t->ne[0]));
+    for (int64_t k = 0; k < t->ne[0]; ++k) {
+      int32_t v;
+      std::memcpy(&v, base + r * t->nb[1] + k * t->nb[0], sizeof v);
+      rows[static_cast<size_t>(r)].push_back(v);
     }
-    l_.routes(*layer, std::move(rows));
   }
+  if (layer >= 0 && static_cast<size_t>(layer) < routed_.size()) routed_[static_cast<size_t>(layer)] = 1;
+  ++st_.route_events;
+  graph_.router(t);
+  l_.routes(layer, std::move(rows));
+}
+
+// A read of an expert tensor of layer N needs layer N's routes of this pass, and the node's
+// expert ids must be the route node itself.
+void EvalObserver::check_routes(const ggml_tensor* t, uint32_t tensor) {
+  const int layer = expert_layer_[tensor];
+  const std::string want = route_node_ + "-" + std::to_string(layer);
+  std::string why;
+  if (!routed_[static_cast<size_t>(layer)])
+    why = "no " + want + " node was read before it in this pass (the router's selection is read there, before the "
+          "expert kernel)";
+  else if (t->src[2] && want != t->src[2]->name)
+    why = std::string("its expert ids are ") + t->src[2]->name + ", not the " + want + " node whose routes were read";
+  if (why.empty()) return;
+  ++st_.route_violations;
+  if (st_.first_route_violation.empty())
+    st_.first_route_violation = std::string("routes: node ") + t->name + " (" + ggml_op_desc(t) + ") reads expert tensor " +
+                                m_.tensors[tensor].name + ", but " + why;
 }
 
 std::optional<std::vector<uint32_t>> EvalObserver::embd_rows(const ggml_tensor* t) const {
@@ -300,6 +344,14 @@ void EvalObserver::audit_sources(const ggml_tensor* t) {
     if (base_ != 0 && a >= base_ && a < base_ + len_) {
       ++st_.weight_reads;
       const auto ti = m_.tensor_at(a - base_);
+      if (ti) {
+        const bool expert = expert_layer_[*ti] >= 0;
+        demand_.weight_read(t, i, s, *ti, expert, a - base_);
+        if (expert && !is_view_op(t)) {
+          graph_.expert_kernel(t, s);
+          check_routes(t, *ti);
+        }
+      }
       const bool ok = ti && cur_ >= 0 && m_.object_has_tensor(static_cast<uint32_t>(cur_), *ti);
       if (!ok) {
         ++st_.foreign_reads;

@@ -24,7 +24,12 @@
 // rows, hence the chunks, the step really reads. Every node's weight reads are checked at
 // its ask=true call against the current object (a read of a tensor outside it is a
 // violation and the run fails on any). `ffn_moe_topk-N` (int32 [n_expert_used, n_tokens],
-// a non-contiguous view of the argsort) is wanted too and read at ask=false, row by row.
+// a non-contiguous view of the argsort) is wanted too and read at ask=false, row by row: the
+// routes. A node that reads an expert tensor of layer N (the expert kernel, MUL_MAT_ID) in a
+// pass where no `ffn_moe_topk-N` was read before it, or whose expert ids (src[2]) are another
+// tensor, is a route violation: the routes would not be the selection the experts ran with,
+// and the run stops, naming the node. Every node also goes to the graph identity (the
+// consumer record) and every weight read to the demand record (demand.json).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +41,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/llama/demand.hpp"
+#include "adapters/llama/graph_identity.hpp"
 #include "adapters/llama/objects.hpp"
 
 struct ggml_tensor;
@@ -48,6 +55,7 @@ struct GgufSummary {
   uint64_t file_bytes = 0;
   std::string architecture;
   uint32_t n_expert = 0, n_expert_used = 0;
+  std::optional<uint32_t> expert_gating_func;  // <arch>.expert_gating_func, when the file says
 };
 
 // Reads the GGUF header and tensor table (no tensor data). InputError (exit 2) on a file
@@ -78,7 +86,14 @@ class StepListener {
 
 class EvalObserver {
  public:
-  EvalObserver(const Manifest& m, StepListener& listener) : m_(m), l_(listener) {}
+  EvalObserver(const Manifest& m, StepListener& listener);
+  // The router's selection node, `<name>-N` (default ffn_moe_topk); another name is the route
+  // check's negative control (--route-node): no routes are read, the expert kernel's first
+  // read of an expert tensor is a route violation.
+  void set_route_node(std::string name) { route_node_ = std::move(name); }
+  const std::string& route_node() const { return route_node_; }
+  const DemandRecord& demand() const { return demand_; }
+  const GraphIdentity& graph() const { return graph_; }
   // Where llama.cpp's model mapping lives (the pager region, or the kernel's mapping).
   void set_mapping(uintptr_t base, uint64_t length) {
     base_ = base;
@@ -106,6 +121,9 @@ class EvalObserver {
     uint64_t discovery_passes = 0; // passes that learned the boundaries of their graph shape
     uint64_t out_of_order = 0;     // discovery: a weight of a later object read before its turn
     std::string first_violation;   // the first foreign or outside read, described
+    uint64_t route_events = 0;     // route nodes read (one per layer and pass)
+    uint64_t route_violations = 0; // expert-tensor reads without their layer's routes
+    std::string first_route_violation;
   };
   const Stats& stats() const { return st_; }
 
@@ -126,6 +144,9 @@ class EvalObserver {
   std::optional<uint32_t> next_object_read(const ggml_tensor* t) const;
   bool reads_token_embedding_rows(const ggml_tensor* t) const;
   void audit_sources(const ggml_tensor* t);
+  void check_routes(const ggml_tensor* t, uint32_t tensor);
+  void read_routes(ggml_tensor* t, int layer);
+  std::optional<int> route_layer(const ggml_tensor* t) const;
   std::optional<std::vector<uint32_t>> embd_rows(const ggml_tensor* t) const;
 
   const Manifest& m_;
@@ -146,6 +167,11 @@ class EvalObserver {
   std::unordered_map<std::string, uint32_t> occurrences_;  // of each node name in this pass
   std::string prev_name_;
   uint32_t prev_occurrence_ = 0;
+  std::string route_node_ = "ffn_moe_topk";
+  std::vector<int> expert_layer_;        // per tensor: its layer when stacked per expert, else -1
+  std::vector<uint8_t> routed_;          // per layer: its routes were read in this pass
+  DemandRecord demand_;
+  GraphIdentity graph_;
   Stats st_;
 };
 

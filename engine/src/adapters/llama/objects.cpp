@@ -13,6 +13,7 @@ const char* to_string(ObjectKind k) {
   switch (k) {
     case ObjectKind::Embd: return "embd";
     case ObjectKind::Layer: return "layer";
+    case ObjectKind::Expert: return "expert";
     case ObjectKind::Output: return "output";
   }
   return "?";
@@ -126,26 +127,75 @@ ModelObject make_object(const Manifest& m, std::string name, ObjectKind kind, in
   return o;
 }
 
-// Every layer's expert tensors, checked to split into n_expert equal slices.
-void mark_expert_tensors(Manifest& m, uint32_t n_expert) {
+// "blk.N.ffn_up_exps.weight" -> "up", "blk.N.ffn_gate_up_exps.bias" -> "gate_up.bias".
+std::string expert_component(const std::string& name) {
+  const size_t b = name.find('.', 4) + 1, x = name.find("_exps.");
+  std::string stem = name.substr(b, x - b);
+  if (stem.rfind("ffn_", 0) == 0) stem.erase(0, 4);
+  const std::string suffix = name.substr(x + 6);
+  return suffix == "weight" ? stem : stem + "." + suffix;
+}
+
+// An expert tensor must stack exactly the metadata's experts: InputError naming it otherwise.
+void check_expert_tensor(const TensorInfo& t, uint32_t n_expert, const std::string& key) {
+  if (n_expert == 0)
+    throw InputError("expert tensor " + t.name + " is stacked per expert (*_exps), but the model's metadata gives no " +
+                     "expert count (" + key + ")");
+  if (t.shape.size() >= 2 && t.shape.back() != static_cast<int64_t>(n_expert))
+    throw InputError("expert tensor " + t.name + " stacks " + std::to_string(t.shape.back()) +
+                     " experts along its last dimension, but the metadata (" + key + ") says " + std::to_string(n_expert));
+  if (t.bytes == 0 || t.bytes % n_expert != 0)
+    throw InputError("expert tensor " + t.name + " (" + std::to_string(t.bytes) + " bytes) does not split into " +
+                     std::to_string(n_expert) + " equal expert slices");
+}
+
+// The expert objects of layer object `obj`: expert e is slice e of each of its expert tensors.
+void add_layer_experts(Manifest& m, uint32_t obj) {
+  ModelObject& o = m.objects[obj];
+  for (uint32_t e = 0; e < m.n_expert; ++e) {
+    ExpertObject x;
+    x.name = o.name + ".expert." + std::to_string(e);
+    x.layer = o.layer;
+    x.expert = e;
+    x.step = obj;
+    std::set<ChunkId> cs;
+    for (uint32_t t : o.expert_tensors) {
+      const TensorInfo& ti = m.tensors[t];
+      const uint64_t slice = ti.bytes / m.n_expert, b = ti.offset + e * slice;
+      x.slices.push_back({t, expert_component(ti.name), b, slice});
+      x.bytes += slice;
+      for (uint64_t c = b / m.chunk_size; c <= (b + slice - 1) / m.chunk_size; ++c) cs.insert(static_cast<ChunkId>(c));
+    }
+    x.chunks.assign(cs.begin(), cs.end());
+    o.experts.push_back(static_cast<uint32_t>(m.experts.size()));
+    m.experts.push_back(std::move(x));
+  }
+}
+
+// Every layer's expert tensors (checked against the metadata), its dense tensors and its
+// expert objects.
+void build_experts(Manifest& m, uint32_t n_expert, const std::string& key) {
   m.n_expert = n_expert;
-  for (auto& o : m.objects) {
+  for (uint32_t obj = 0; obj < m.objects.size(); ++obj) {
+    ModelObject& o = m.objects[obj];
     if (o.kind != ObjectKind::Layer) continue;
     for (uint32_t t : o.tensors) {
       const TensorInfo& ti = m.tensors[t];
       if (!is_expert_tensor(ti.name)) continue;
-      if (ti.bytes == 0 || ti.bytes % n_expert != 0)
-        throw InputError("expert tensor " + ti.name + " (" + std::to_string(ti.bytes) + " bytes) does not split into " +
-                         std::to_string(n_expert) + " equal expert slices");
+      check_expert_tensor(ti, n_expert, key);
       o.expert_tensors.push_back(t);
     }
+    if (o.expert_tensors.empty()) continue;
+    for (uint32_t t : o.tensors)
+      if (!std::binary_search(o.expert_tensors.begin(), o.expert_tensors.end(), t)) o.dense_tensors.push_back(t);
+    add_layer_experts(m, obj);
   }
 }
 
 }  // namespace
 
 Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
-                        uint64_t chunk_size, uint32_t n_expert) {
+                        uint64_t chunk_size, uint32_t n_expert, const std::string& expert_count_key) {
   if (chunk_size == 0) throw InputError("chunk size must be positive");
   if (tensors.empty()) throw InputError("the model has no tensors");
   Manifest m;
@@ -172,7 +222,7 @@ Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, ui
   m.membership.assign(m.objects.size(), std::vector<uint8_t>(m.tensors.size(), 0));
   for (uint32_t o = 0; o < m.objects.size(); ++o)
     for (uint32_t t : m.objects[o].tensors) m.membership[o][t] = 1;
-  if (n_expert > 0) mark_expert_tensors(m, n_expert);
+  build_experts(m, n_expert, expert_count_key);
   return m;
 }
 
@@ -218,27 +268,54 @@ std::optional<uint32_t> Manifest::layer_object(int layer) const {
   return std::nullopt;
 }
 
-std::optional<std::vector<ChunkId>> Manifest::routed_chunks(uint32_t obj, const std::vector<int32_t>& experts) const {
-  if (obj >= objects.size() || objects[obj].expert_tensors.empty()) return std::nullopt;
+std::optional<std::vector<ChunkId>> Manifest::routed_chunks(uint32_t obj, const std::vector<int32_t>& picked) const {
+  if (obj >= objects.size() || objects[obj].experts.empty()) return std::nullopt;
   const ModelObject& o = objects[obj];
-  for (int32_t e : experts)
+  for (int32_t e : picked)
     if (e < 0 || static_cast<uint32_t>(e) >= n_expert) return std::nullopt;
   std::set<ChunkId> cs;
-  auto add = [&](uint64_t b, uint64_t e) {
-    for (uint64_t c = b / chunk_size; c <= (e - 1) / chunk_size; ++c) cs.insert(static_cast<ChunkId>(c));
-  };
-  for (uint32_t t : o.tensors) {
+  for (uint32_t t : o.dense_tensors) {
     const TensorInfo& ti = tensors[t];
     if (ti.bytes == 0) continue;
-    if (!std::binary_search(o.expert_tensors.begin(), o.expert_tensors.end(), t)) {
-      add(ti.offset, ti.offset + ti.bytes);
-      continue;
-    }
-    const uint64_t slice = ti.bytes / n_expert;
-    for (int32_t e : experts) add(ti.offset + static_cast<uint64_t>(e) * slice, ti.offset + static_cast<uint64_t>(e + 1) * slice);
+    for (uint64_t c = ti.offset / chunk_size; c <= (ti.offset + ti.bytes - 1) / chunk_size; ++c)
+      cs.insert(static_cast<ChunkId>(c));
+  }
+  for (int32_t e : picked) {
+    const auto& x = experts[o.experts[static_cast<size_t>(e)]].chunks;
+    cs.insert(x.begin(), x.end());
   }
   return std::vector<ChunkId>(cs.begin(), cs.end());
 }
+
+std::optional<uint32_t> Manifest::expert_object(int layer, int32_t expert) const {
+  const auto l = layer_object(layer);
+  if (!l || expert < 0 || static_cast<size_t>(expert) >= objects[*l].experts.size()) return std::nullopt;
+  return objects[*l].experts[static_cast<size_t>(expert)];
+}
+
+namespace {
+
+nlohmann::json expert_json(const Manifest& m, const ExpertObject& x) {
+  nlohmann::json sl = nlohmann::json::array();
+  for (const auto& s : x.slices)
+    sl.push_back({{"tensor", m.tensors[s.tensor].name}, {"component", s.component}, {"offset", s.offset}, {"bytes", s.bytes}});
+  return {{"name", x.name}, {"kind", "expert"}, {"layer", x.layer}, {"expert", x.expert},
+          {"step", m.objects[x.step].name}, {"bytes", x.bytes}, {"slices", sl}, {"chunks", x.chunks}};
+}
+
+// A MoE layer's dense object and the names of its expert objects (null for other objects).
+nlohmann::json dense_json(const Manifest& m, const ModelObject& o) {
+  if (o.experts.empty()) return nullptr;
+  nlohmann::json ts = nlohmann::json::array();
+  uint64_t bytes = 0;
+  for (uint32_t t : o.dense_tensors) {
+    ts.push_back(m.tensors[t].name);
+    bytes += m.tensors[t].bytes;
+  }
+  return {{"name", o.name + ".dense"}, {"tensors", ts}, {"bytes", bytes}};
+}
+
+}  // namespace
 
 nlohmann::json Manifest::to_json() const {
   nlohmann::json objs = nlohmann::json::array();
@@ -246,7 +323,7 @@ nlohmann::json Manifest::to_json() const {
     nlohmann::json ts = nlohmann::json::array();
     for (uint32_t t : o.tensors)
       ts.push_back({{"name", tensors[t].name}, {"type", tensors[t].type}, {"offset", tensors[t].offset},
-                    {"bytes", tensors[t].bytes}});
+                    {"bytes", tensors[t].bytes}, {"shape", tensors[t].shape}});
     nlohmann::json ex = nlohmann::json::array();
     for (const auto& [b, e] : o.extents) ex.push_back({b, e - b});
     nlohmann::json xs = nlohmann::json::array();
@@ -254,6 +331,12 @@ nlohmann::json Manifest::to_json() const {
     objs.push_back({{"name", o.name},
                     {"kind", to_string(o.kind)},
                     {"expert_tensors", xs},
+                    {"dense", dense_json(*this, o)},
+                    {"experts", [&] {
+                       nlohmann::json a = nlohmann::json::array();
+                       for (uint32_t x : o.experts) a.push_back(experts[x].name);
+                       return a;
+                     }()},
                     {"layer", o.layer >= 0 ? nlohmann::json(o.layer) : nlohmann::json(nullptr)},
                     {"tensors", ts},
                     {"bytes", o.bytes},
@@ -264,6 +347,8 @@ nlohmann::json Manifest::to_json() const {
   }
   nlohmann::json order = nlohmann::json::array();
   for (const auto& o : objects) order.push_back(o.name);
+  nlohmann::json xs = nlohmann::json::array();
+  for (const auto& x : experts) xs.push_back(expert_json(*this, x));
   return {{"schema_version", 1},
           {"file_bytes", file_bytes},
           {"data_offset", data_offset},
@@ -274,6 +359,7 @@ nlohmann::json Manifest::to_json() const {
           {"n_expert", n_expert},
           {"max_step_chunks", max_step_chunks()},
           {"objects", objs},
+          {"experts", xs},
           {"step_order", order}};
 }
 

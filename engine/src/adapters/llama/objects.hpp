@@ -10,11 +10,17 @@
 //
 // One pass of the model (the prefill, and every decode pass) visits the objects in this
 // compute order; the declared sequence of object steps is that order, repeated. Each object
-// covers the chunks its tensors' file extents overlap. A layer's expert tensors (blk.N.*_exps.*,
-// the experts stacked along the last dimension, one equal slice each) are read only in the
-// slices of the experts the router picks: `routed_chunks` is what such a step reads. Pure
-// logic over a tensor list (the GGUF reader lives in llama_adapter), so everything here is
-// unit-testable without llama.
+// covers the chunks its tensors' file extents overlap.
+//
+// A Mixture-of-Experts layer (blk.N.*_exps.*: the experts stacked along the last dimension,
+// one equal slice each) is two kinds of object inside its step: the dense object
+// `layer.N.dense` (attention, norms, the router, shared experts: every tensor of the layer
+// not stacked per expert) and one object per expert, `layer.N.expert.E`: its slice of each
+// of the layer's expert tensors (gate, up, down, ...), as canonical file extents. The step
+// `layer.N` computes the dense object and the experts its router picks (the routes are known
+// only once the router has run, inside the step): `routed_chunks` is what such a step reads.
+// Pure logic over a tensor list (the GGUF reader lives in llama_adapter), so everything here
+// is unit-testable without llama.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +39,30 @@ struct TensorInfo {
   std::string type;     // ggml type name ("Q4_1", "F32", ...)
   uint64_t offset = 0;  // absolute file offset (GGUF data offset + tensor offset)
   uint64_t bytes = 0;
+  std::vector<int64_t> shape;  // ne[0..n_dims), when the reader knows it (empty: unknown)
 };
 
-enum class ObjectKind { Embd, Layer, Output };
+enum class ObjectKind { Embd, Layer, Expert, Output };
 const char* to_string(ObjectKind k);
+
+// One expert's slice of one of its layer's expert tensors.
+struct ExpertSlice {
+  uint32_t tensor = 0;    // index into Manifest::tensors
+  std::string component;  // what the tensor is: "gate", "up", "down", "gate_up", "up.bias", ...
+  uint64_t offset = 0;    // absolute file offset of the slice
+  uint64_t bytes = 0;
+};
+
+// layer.N.expert.E: one expert of a MoE layer, computed inside the layer's step.
+struct ExpertObject {
+  std::string name;                  // "layer.N.expert.E"
+  int layer = -1;
+  uint32_t expert = 0;
+  uint32_t step = 0;                 // the object (layer.N) whose step computes it
+  std::vector<ExpertSlice> slices;   // by file offset
+  uint64_t bytes = 0;
+  std::vector<ChunkId> chunks;       // chunks its slices overlap, ascending
+};
 
 struct ModelObject {
   std::string name;  // "embd", "layer.N", "output"
@@ -44,6 +70,8 @@ struct ModelObject {
   int layer = -1;                       // N for layer.N, -1 otherwise
   std::vector<uint32_t> tensors;        // indexes into Manifest::tensors, by offset
   std::vector<uint32_t> expert_tensors; // those stacked per expert (*_exps.*), when n_expert > 0
+  std::vector<uint32_t> dense_tensors;  // a MoE layer: its other tensors (the layer.N.dense object)
+  std::vector<uint32_t> experts;        // a MoE layer: its expert objects (Manifest::experts), by expert
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // merged [offset, end) union, sorted
   uint64_t bytes = 0;                   // sum of its tensors' bytes
   std::vector<ChunkId> chunks;          // chunks the extents overlap, ascending
@@ -59,6 +87,7 @@ struct Manifest {
   uint32_t n_expert = 0;                // experts per MoE layer (0: a dense model)
   std::vector<TensorInfo> tensors;      // sorted by offset
   std::vector<ModelObject> objects;     // the declared step order: embd, layer.0.., output
+  std::vector<ExpertObject> experts;    // every MoE layer's expert objects, by layer then expert
 
   // Per object step (index = step within a pass), the chunks it touches.
   std::vector<std::vector<ChunkId>> step_chunks() const;
@@ -71,11 +100,13 @@ struct Manifest {
   // Does object `obj` contain tensor `t`?
   bool object_has_tensor(uint32_t obj, uint32_t t) const;
   // The chunks object `obj` reads when its router picked `experts` (ids, any order, repeats
-  // allowed): its other tensors whole, of each expert tensor the slices of those experts.
-  // Ascending. nullopt for an object without expert tensors or an id outside 0..n_expert-1.
-  std::optional<std::vector<ChunkId>> routed_chunks(uint32_t obj, const std::vector<int32_t>& experts) const;
+  // allowed): its dense object whole, and those expert objects. Ascending. nullopt for an
+  // object without expert objects or an id outside 0..n_expert-1.
+  std::optional<std::vector<ChunkId>> routed_chunks(uint32_t obj, const std::vector<int32_t>& picked) const;
   // The object of layer N.
   std::optional<uint32_t> layer_object(int layer) const;
+  // The expert object (index into experts) of expert `expert` of layer N.
+  std::optional<uint32_t> expert_object(int layer, int32_t expert) const;
   // objects.json
   nlohmann::json to_json() const;
 
@@ -84,11 +115,15 @@ struct Manifest {
 
 // Builds the manifest. Throws InputError (exit 2) when a tensor lies outside the file
 // (a truncated model), tensors overlap, a tensor belongs to no object, a layer is missing,
-// there is no token embedding, or (n_expert > 0) an expert tensor does not split into
-// n_expert equal slices. Tensors named rope_freqs.* / rope_factors_* (one tensor read by
-// every layer) are put into every layer object.
+// or there is no token embedding; and when the expert tensors do not match the metadata
+// (`expert_count_key`, e.g. "qwen2moe.expert_count", gave `n_expert`): an expert tensor in a
+// model whose metadata gives no expert count, one whose last dimension is not n_expert, or
+// one that does not split into n_expert equal slices (each error names the tensor). Tensors
+// named rope_freqs.* / rope_factors_* (one tensor read by every layer) are put into every
+// layer object.
 Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
-                        uint64_t chunk_size, uint32_t n_expert = 0);
+                        uint64_t chunk_size, uint32_t n_expert = 0,
+                        const std::string& expert_count_key = "expert_count");
 
 // The chunks holding rows `rows` of a row-major tensor at file offset `tensor_offset` of
 // `tensor_bytes` bytes, row r being [tensor_offset + r * row_bytes, + row_bytes) (row_bytes:

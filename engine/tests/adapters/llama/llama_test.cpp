@@ -295,7 +295,7 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
   uint64_t off = 4096;
   for (const char* n : {"token_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.weight",
                         "blk.1.attn_norm.weight", "blk.1.attn_q.weight", "output_norm.weight", "output.weight"}) {
-    ts.push_back({n, "F32", off, 8192});
+    ts.push_back({n, "F32", off, 8192, {}});
     off += 8192;
   }
   const Manifest m = build_manifest(ts, off, 4096, 4096);
@@ -1244,7 +1244,7 @@ TEST(LlamaAdapter, WeightsOutsideTheMappingOrAtAnotherOffsetAreNotFileBacked) {
   std::vector<TensorInfo> ts;
   uint64_t off = 4096;
   for (const char* n : {"token_embd.weight", "blk.0.attn_norm.weight", "output_norm.weight"}) {
-    ts.push_back({n, "F32", off, 4096});
+    ts.push_back({n, "F32", off, 4096, {}});
     off += 4096;
   }
   const Manifest m = build_manifest(ts, off, 4096, 4096);
@@ -1276,4 +1276,108 @@ TEST(LlamaAdapter, WeightsOutsideTheMappingOrAtAnotherOffsetAreNotFileBacked) {
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("mystery.weight"), std::string::npos) << *why;
   ggml_free(ctx);
+}
+
+// A MoE GGUF whose expert tensors do not match its metadata (llama.expert_count rewritten to
+// 3; the tensors stack 4 experts) is bad input before any run: one line naming the model and
+// the tensor.
+TEST(GenerateInput, MoEExpertTensorsNotMatchingTheMetadataAreRefused) {
+  MODEL_OR_SKIP(model, "moe");
+  test::TempDir dir;
+  const std::string bad = rewritten(model, dir.file("bad-experts.gguf"),
+                                    [](gguf_context* g) { gguf_set_val_u32(g, "llama.expert_count", 3); });
+  ASSERT_FALSE(bad.empty());
+  for (std::string arm : {"kernel-mmap", "pager-lru"}) {
+    const std::string out = dir.file("out-" + arm);
+    auto args = generate_args(bad, out, arm, kChunk, 2);
+    if (arm != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", "100000000"});
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+    EXPECT_EQ(r.status, 2) << arm << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("residctl: error: model " + bad + ": expert tensor blk.0.ffn_", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("stacks 4 experts along its last dimension, but the metadata (llama.expert_count) says 3"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(exists(out)) << "nothing may be written";
+  }
+}
+
+// The route check's negative control: routes read at a node the graph lacks (--route-node)
+// stop a MoE run at its first expert-kernel read, one line naming the node and the tensor; a
+// dense model has no expert kernel and runs.
+TEST(GenerateRoutes, AnExpertKernelWithoutItsRouteNodeStopsTheRun) {
+  MODEL_OR_SKIP(moe, "moe");
+  MODEL_OR_SKIP(dense, "dense");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  for (const auto& [model, arm] : {std::pair{moe, "kernel-mmap"}, {moe, "pager-lru"}, {dense, "pager-lru"}}) {
+    const std::string out = dir.file(std::string("out-") + arm + (model == moe ? "-moe" : "-dense"));
+    auto args = generate_args(model, out, arm, kChunk, 3);
+    if (std::string(arm) != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", "100000000"});
+    args.insert(args.end(), {"--route-node", "ffn_moe_nothing"});
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+    const auto j = load_json(out + "/run.json");
+    if (model == dense) {
+      EXPECT_EQ(r.status, 0) << r.err;
+      EXPECT_EQ(j["signal_audit"]["route_events"], 0);
+      continue;
+    }
+    EXPECT_EQ(r.status, 1) << arm << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    const std::string want = "residctl: run failed: routes: node ffn_moe_gate-0 (MUL_MAT_ID) reads expert tensor "
+                             "blk.0.ffn_gate_exps.weight, but no ffn_moe_nothing-0 node was read before it in this pass";
+    EXPECT_EQ(r.err.rfind(want, 0), 0u) << r.err;
+    EXPECT_GT(j["signal_audit"]["route_violations"], 0) << arm;
+    EXPECT_EQ(j["signal_audit"]["route_events"], 0) << arm;
+    EXPECT_EQ(j["status"], "failed") << arm;
+  }
+}
+
+// The identity records of two pager arms of one build, model and prompt are equal field by
+// field (consumer: engine, adapter, runtime, graph, router, expert kernel, reduction,
+// scheduling boundary; destination: the pager region, no device); arm A's destination is the
+// file mapping and its graph the same; another thread count is another reduction. demand.json
+// says how the graph read every tensor: the routed expert tensors by experts, the embedding
+// by rows (the prompt's and the fed-back tokens'), the rest whole.
+TEST(GenerateIdentity, ConsumerAndDestinationRecordsCompareStructurally) {
+  MODEL_OR_SKIP(model, "moe");
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir;
+  auto run = [&](const std::string& arm, const std::string& threads) {
+    const std::string out = dir.file("out-" + arm + "-t" + threads);
+    auto args = generate_args(model, out, arm, kChunk, 4);
+    if (arm != "kernel-mmap") args.insert(args.end(), {"--budget-bytes", "600000"});
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--threads") args[i + 1] = threads;
+    const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+    EXPECT_EQ(r.status, 0) << arm << ": " << r.err;
+    return load_json(out + "/run.json");
+  };
+  const auto lru = run("pager-lru", "2"), zero = run("pager-zero", "2"), mmap = run("kernel-mmap", "2"),
+             one = run("pager-lru", "1");
+  EXPECT_EQ(lru["consumer"], zero["consumer"]);
+  EXPECT_EQ(lru["destination"], zero["destination"]);
+  EXPECT_EQ(lru["destination"]["host"]["memory"], "pager-region");
+  EXPECT_EQ(lru["destination"]["device"]["memory"], "none");
+  EXPECT_EQ(mmap["destination"]["host"]["memory"], "file-mapping");
+  EXPECT_EQ(mmap["consumer"]["graph"], lru["consumer"]["graph"]);
+  EXPECT_EQ(lru["consumer"]["graph"]["passes"], 4);
+  EXPECT_EQ(lru["consumer"]["expert_kernel"]["ops"], nlohmann::json::array({"MUL_MAT_ID"}));
+  EXPECT_EQ(lru["consumer"]["router"]["n_expert"], 4);
+  EXPECT_NE(one["consumer"]["reduction"], lru["consumer"]["reduction"]);
+  EXPECT_EQ(one["consumer"]["graph"], lru["consumer"]["graph"]);
+  EXPECT_EQ(lru["identity"]["engine_sha256"], lru["consumer"]["engine"]["sha256"]);
+  EXPECT_EQ(lru["identity"]["adapter_sha256"].get<std::string>().size(), 64u);
+  const auto d = load_json(dir.file("out-pager-lru-t2") + "/demand.json");
+  const auto tj = load_json(dir.file("out-pager-lru-t2") + "/tokens.json");
+  std::set<int32_t> fed;
+  for (const auto& t : tj["prompt_tokens"]) fed.insert(t.get<int32_t>());
+  for (size_t i = 0; i + 1 < tj["tokens"].size(); ++i) fed.insert(tj["tokens"][i].get<int32_t>());
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& t : d["tensors"]) by_name[t["name"]] = t;
+  EXPECT_EQ(by_name.at("token_embd.weight")["read"], nlohmann::json::array({"rows"}));
+  EXPECT_EQ(by_name.at("token_embd.weight")["rows"], nlohmann::json(std::vector<int32_t>(fed.begin(), fed.end())));
+  EXPECT_EQ(by_name.at("blk.1.ffn_down_exps.weight")["read"], nlohmann::json::array({"experts"}));
+  EXPECT_EQ(by_name.at("blk.1.ffn_gate_inp.weight")["read"], nlohmann::json::array({"whole"}));
+  EXPECT_EQ(by_name.at("output.weight")["read"], nlohmann::json::array({"whole"}));
 }

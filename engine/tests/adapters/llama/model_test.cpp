@@ -24,7 +24,7 @@ std::vector<TensorInfo> llama_like(uint32_t n_layer, bool tied, uint64_t data_of
   std::vector<TensorInfo> ts;
   uint64_t off = data_offset;
   auto add = [&](std::string name, uint64_t bytes) {
-    ts.push_back({std::move(name), "Q8_0", off, bytes});
+    ts.push_back({std::move(name), "Q8_0", off, bytes, {}});
     off += (bytes + 31) / 32 * 32;
   };
   add("token_embd.weight", 300000);
@@ -126,7 +126,7 @@ TEST(Manifest, BadModelsAreInputErrors) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
   auto unknown = ts;
-  unknown.push_back({"mystery.weight", "F32", end, 64});
+  unknown.push_back({"mystery.weight", "F32", end, 64, {}});
   EXPECT_THROW(build_manifest(unknown, end + 64, 4096, 65536), InputError);
   auto gap = ts;
   gap.erase(std::remove_if(gap.begin(), gap.end(), [](const TensorInfo& t) { return t.name.rfind("blk.0.", 0) == 0; }),
@@ -144,7 +144,7 @@ TEST(Manifest, MoELayersReadTheirRoutedExpertsOnly) {
   std::vector<TensorInfo> ts;
   uint64_t off = 4096;
   auto add = [&](std::string name, uint64_t bytes) {
-    ts.push_back({std::move(name), "Q8_0", off, bytes});
+    ts.push_back({std::move(name), "Q8_0", off, bytes, {}});
     off += bytes;
   };
   const uint64_t chunk = 4096, slice = 2 * chunk;  // each expert's slice: two whole chunks
@@ -176,10 +176,100 @@ TEST(Manifest, MoELayersReadTheirRoutedExpertsOnly) {
   EXPECT_FALSE(m.routed_chunks(l0, {-1}).has_value());
   EXPECT_FALSE(m.routed_chunks(0, {0}).has_value());  // embd has no experts
   EXPECT_EQ(m.to_json()["objects"][l1]["expert_tensors"].size(), 2u);
-  // Without n_expert the layer is read whole (a dense reading of the same file).
-  EXPECT_FALSE(build_manifest(ts, off, 4096, chunk).routed_chunks(l0, {0}).has_value());
   // Slices must be equal.
   EXPECT_THROW(build_manifest(ts, off, 4096, chunk, 3), InputError);
+}
+
+namespace {
+
+// Tensors with shapes, laid out back to back from offset 4096.
+struct ShapedTensors {
+  std::vector<TensorInfo> ts;
+  uint64_t off = 4096;
+  void add(std::string name, uint64_t bytes, std::vector<int64_t> shape) {
+    ts.push_back({std::move(name), "Q8_0", off, bytes, std::move(shape)});
+    off += bytes;
+  }
+};
+
+}  // namespace
+
+// One object per expert: layer.N.expert.E is slice E of each of the layer's expert tensors,
+// as canonical extents; the layer's other tensors are its dense object; the layer's step
+// reads the dense object and the routed experts (routed_chunks is their union).
+TEST(Manifest, EveryExpertIsAnObjectOfItsSlices) {
+  ShapedTensors list;
+  auto add = [&](std::string name, uint64_t bytes, std::vector<int64_t> shape) { list.add(std::move(name), bytes, shape); };
+  add("token_embd.weight", 4096, {64, 64});
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", 1024, {256});
+    add(p + "ffn_gate_inp.weight", 1024, {256, 4});
+    add(p + "ffn_gate_exps.weight", 4 * 3000, {256, 12, 4});
+    add(p + "ffn_up_exps.weight", 4 * 3000, {256, 12, 4});
+    add(p + "ffn_down_exps.weight", 4 * 3000, {12, 256, 4});
+  }
+  add("output_norm.weight", 1024, {256});
+  add("output.weight", 4096, {64, 64});
+  const Manifest m = build_manifest(list.ts, list.off, 4096, 4096, 4, "llama.expert_count");
+  ASSERT_EQ(m.experts.size(), 8u);
+  const uint32_t l1 = *m.layer_object(1);
+  const ExpertObject& x = m.experts[*m.expert_object(1, 2)];
+  EXPECT_EQ(x.name, "layer.1.expert.2");
+  EXPECT_EQ(x.step, l1);
+  ASSERT_EQ(x.slices.size(), 3u);
+  const std::vector<std::string> comps = {"gate", "up", "down"};
+  uint64_t sum = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const TensorInfo& t = m.tensors[x.slices[i].tensor];
+    EXPECT_EQ(x.slices[i].component, comps[i]);
+    EXPECT_EQ(x.slices[i].offset, t.offset + 2 * 3000);
+    EXPECT_EQ(x.slices[i].bytes, 3000u);
+    sum += x.slices[i].bytes;
+  }
+  EXPECT_EQ(x.bytes, sum);
+  EXPECT_FALSE(m.expert_object(1, 4).has_value());
+  EXPECT_FALSE(m.expert_object(2, 0).has_value());
+  // The dense object: the norm and the router, not the experts.
+  ASSERT_EQ(m.objects[l1].dense_tensors.size(), 2u);
+  EXPECT_EQ(m.tensors[m.objects[l1].dense_tensors[1]].name, "blk.1.ffn_gate_inp.weight");
+  // routed_chunks = the dense tensors' chunks + the picked experts' chunks.
+  std::set<ChunkId> want;
+  for (uint32_t t : m.objects[l1].dense_tensors)
+    for (uint64_t c = m.tensors[t].offset / 4096; c <= (m.tensors[t].offset + m.tensors[t].bytes - 1) / 4096; ++c)
+      want.insert(static_cast<ChunkId>(c));
+  want.insert(x.chunks.begin(), x.chunks.end());
+  EXPECT_EQ(*m.routed_chunks(l1, {2, 2}), std::vector<ChunkId>(want.begin(), want.end()));
+  const auto j = m.to_json();
+  EXPECT_EQ(j["experts"].size(), 8u);
+  EXPECT_EQ(j["experts"][6]["name"], "layer.1.expert.2");
+  EXPECT_EQ(j["experts"][6]["slices"][2]["component"], "down");
+  EXPECT_EQ(j["objects"][l1]["dense"]["name"], "layer.1.dense");
+  EXPECT_EQ(j["objects"][l1]["experts"].size(), 4u);
+  EXPECT_TRUE(j["objects"][0]["dense"].is_null());
+}
+
+// Expert tensors that do not match the metadata are bad input naming the tensor and the key.
+TEST(Manifest, ExpertTensorsNotMatchingTheMetadataAreInputErrors) {
+  ShapedTensors list;
+  auto add = [&](std::string name, uint64_t bytes, std::vector<int64_t> shape) { list.add(std::move(name), bytes, shape); };
+  add("token_embd.weight", 4096, {64, 64});
+  add("blk.0.attn_norm.weight", 1024, {256});
+  add("blk.0.ffn_up_exps.weight", 6 * 4096, {256, 16, 6});
+  add("output_norm.weight", 1024, {256});
+  auto message = [&](uint32_t n_expert) {
+    try {
+      build_manifest(list.ts, list.off, 4096, 4096, n_expert, "qwen2moe.expert_count");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(8), "expert tensor blk.0.ffn_up_exps.weight stacks 6 experts along its last dimension, but the "
+                        "metadata (qwen2moe.expert_count) says 8");
+  EXPECT_EQ(message(0), "expert tensor blk.0.ffn_up_exps.weight is stacked per expert (*_exps), but the model's "
+                        "metadata gives no expert count (qwen2moe.expert_count)");
+  EXPECT_EQ(message(6), "no error");
 }
 
 // ---- the sequence-declared policy ---------------------------------------------------------

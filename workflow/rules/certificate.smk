@@ -1,0 +1,76 @@
+# The memory-sovereignty certificate (reference 004 §2.1, §5.2; claim C1): the synthetic
+# MoE run twice under the harness, first the same build's zero-cache oracle (no host
+# limit), then the certified run under the hard limit H_cap; then the record
+# C = (I, B, A, E, L) beside the certified run, and its Parquet row for the claim.
+
+CERT = config["certificate"]
+CERT_MODEL = cells.cert_model(config)
+
+
+rule certificate_cell:
+    input:
+        engine=RESIDCTL,
+        model=CERT_MODEL,
+        identity=model_identity(CERT_MODEL),
+        previous=lambda w: [cells.cert_run("oracle")] if w.cell == "certified" else [],
+    output:
+        cells.CERT_RUNS + "/{cell}/harness.json",
+    wildcard_constraints:
+        cell="|".join(cells.CERT_CELLS),
+    params:
+        dir=lambda w, output: run_dir(output),
+        harness=lambda w: cells.cert_harness_args(config, w.cell),
+        gen=lambda w, input: cells.cert_generate_args(config, w.cell, input.model),
+        prompt=PM["prompt"],
+        cgroup=config["harness"]["cgroup"],
+    log:
+        f"{LOGS}/certificate/{{cell}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+
+
+rule certificate_record:
+    input:
+        runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
+        identity=model_identity(CERT_MODEL),
+        code=residency_code("certificate.py", "demand.py", "extents.py", "traffic.py", "predicates.py",
+                            "exactness.py", "nvml.py"),
+    output:
+        cells.cert_record(),
+    params:
+        run=lambda w, input: str(Path(input.runs[1]).parent),
+        oracle=lambda w, input: str(Path(input.runs[0]).parent),
+        reserve=CERT["reserve_bytes"],
+    log:
+        f"{LOGS}/certificate/record.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency certificate --run {params.run} --oracle {params.oracle} --model-identity {input.identity}"
+        " --reserve-bytes {params.reserve} --out {output} 2> {log}"
+
+
+rule gather_certificate:
+    input:
+        runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
+        identity=model_identity(CERT_MODEL),
+        record=cells.cert_record(),
+        code=residency_code("gather_certificate.py", "certificate.py", "manifest.py", "lineage.py"),
+    output:
+        cells.CERT_TABLE,
+    params:
+        run=lambda w, input: str(Path(input.runs[1]).parent),
+        oracle=lambda w, input: str(Path(input.runs[0]).parent),
+        reserve=CERT["reserve_bytes"],
+    log:
+        f"{LOGS}/gather-certificate.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency gather certificate --oracle {params.oracle} --model-identity {input.identity}"
+        " --reserve-bytes {params.reserve} --record {input.record} --out {output} {params.run} 2> {log}"
