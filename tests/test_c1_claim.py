@@ -1,6 +1,7 @@
-"""Claim C1 from a certificate: pass when every obligation holds; fail when one exactness
-term, the class predicate, admission, the GPU audit or lifecycle closure fails;
-insufficient-evidence (never pass) when an obligation cannot be evaluated."""
+"""Claim C1 from a certificate: pass when every obligation holds on an audited board; fail
+when one exactness term, the class predicate, admission, the GPU audit or lifecycle closure
+fails; insufficient-evidence (never pass) when an obligation cannot be evaluated, and when
+there is no board, so the reference's GPU half is not shown."""
 
 import json
 
@@ -12,11 +13,14 @@ from test_certificate import _edit, certified_run
 from test_inventory import SHA
 
 SETTINGS = {"approx_tolerance": 0.005}
+# A (tiny) audited board: 10 bytes, 8 declared, 8 to spare, no foreign compute process.
+AUDITED = {"grade": "audited", "reason": None, "g_decl_bytes": 8, "g_phys_bytes": 10, "margin_bytes": 8,
+           "foreign_compute_processes": 0}
 
 
-def project(tmp_path, edit=None, edit_oracle=None):
+def project(tmp_path, edit=None, edit_oracle=None, gpu=AUDITED):
     runs = tmp_path / "results" / "runs" / "certificate"
-    r, o = certified_run(runs / "certified", cap=800, peak=600), certified_run(runs / "oracle", cap=None)
+    r, o = certified_run(runs / "certified", cap=800, peak=600, gpu=gpu), certified_run(runs / "oracle", cap=None)
     if edit:
         edit(r)
     if edit_oracle:
@@ -36,8 +40,21 @@ def test_a_certified_execution_passes_and_verifies(tmp_path):
     root = project(tmp_path)
     doc = claims.make("C1", root, SETTINGS)
     assert doc["verdict"] == "pass", doc["reasons"]
-    assert doc["values"]["claim_class"] == "W" and doc["values"]["equations"]["eq3"]["margin_bytes"] == 30
+    assert doc["values"]["claim_class"] == "W" and doc["values"]["equations"]["eq3"]["margin_bytes"] == 20
+    assert doc["values"]["authority"]["gpu"] == "audited" and doc["values"]["gpu_audited"] is True
+    assert verify.verify("C1", root) == [] and verify.replay("C1", root) == []
+
+
+def test_without_a_board_the_gpu_half_is_named_not_shown(tmp_path):
+    """No board (grade absent, G = 0, nothing on a device): the certificate's own GPU
+    obligation is not applicable, every other obligation holds, and the claim says the
+    reference's GPU half is not shown, never pass."""
+    root = project(tmp_path, gpu=None)
+    doc = claims.make("C1", root, SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+    assert doc["reasons"] == ["unevaluable: /values/gpu_audited: value missing"], doc["reasons"]
     assert doc["values"]["authority"]["gpu"] == "absent" and "not applicable" in doc["values"]["gpu_note"]
+    assert doc["values"]["checks"]["gpu_audit"] is True and doc["values"]["equations"]["eq3"]["margin_bytes"] == 30
     assert verify.verify("C1", root) == [] and verify.replay("C1", root) == []
 
 
@@ -49,6 +66,8 @@ def test_a_certified_execution_passes_and_verifies(tmp_path):
     (lambda r: _edit(r / "harness.json", lambda d: d["host"]["cgroup"].update(oom_kills=1)),
      "/values/checks/candidate_resource_contract"),
     (lambda r: _edit(r / "run.json", lambda d: d["plan"].update(shutdown="failed")), "/values/checks/lifecycle_closed"),
+    (lambda r: _edit(r / "harness.json", lambda d: d["gpu"].update(foreign_compute_processes=1)),
+     "/values/checks/gpu_audit"),
 ])
 def test_each_obligation_failing_fails_the_claim(tmp_path, edit, failing):
     doc = claims.make("C1", project(tmp_path, edit), SETTINGS)

@@ -207,7 +207,8 @@ def c8_from_runs(work: Path, doc: dict) -> None:
 
 def c1_from_runs(work, doc):
     """C1: the certificate rebuilt from the two raw run directories equals the recorded one;
-    under a hard host cap every obligation holds (the default config is sized for it)."""
+    under a hard host cap every obligation holds (the default config is sized for it); the
+    verdict is pass on an audited board, and names the GPU half as not shown without one."""
     from residency import certificate
 
     runs = work / "results" / "runs" / "certificate"
@@ -216,14 +217,20 @@ def c1_from_runs(work, doc):
     again = certificate.build(runs / "certified", runs / "oracle", {k: model.get(k) for k in ("path", "sha256", "bytes")},
                               rec["B"]["host"]["r_policy_bytes"])
     assert json.loads(json.dumps(again)) == rec
-    if rec["A"]["host"] == "hard":
-        assert doc["verdict"] == "pass", doc["reasons"]
-        assert doc["values"]["equations"]["eq3"]["margin_bytes"] > 0 and doc["values"]["claim_class"] == "W"
-    else:
+    if rec["A"]["host"] != "hard":
         assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+        return
+    assert doc["values"]["equations"]["eq3"]["margin_bytes"] > 0 and doc["values"]["claim_class"] == "W"
+    held = {k: v for k, v in doc["values"]["checks"].items() if not k.startswith("eq")}
+    assert all(held.values()), held
+    if rec["A"]["gpu"] == "audited":
+        assert doc["verdict"] == "pass", doc["reasons"]
+    else:  # no board: the reference's GPU half is named as not shown, and nothing else
+        assert doc["verdict"] == "insufficient-evidence"
+        assert doc["reasons"] == ["unevaluable: /values/gpu_audited: value missing"], doc["reasons"]
 
 
-MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs, "C1": c1_from_runs}
+MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs}
 
 
 def test_claims_hold_and_verify(campaign):
@@ -236,6 +243,8 @@ def test_claims_hold_and_verify(campaign):
         doc = json.loads((work / "claims" / f"{cid}.json").read_text())
         if cid == "P3":
             p3_as_this_machine_allows(work, doc)
+        elif cid == "C1":
+            c1_from_runs(work, doc)
         else:
             expected_verdict(cid, doc, grades == {"hard"})
         if cid in MEASURED and doc["verdict"] != "insufficient-evidence":

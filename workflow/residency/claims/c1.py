@@ -10,6 +10,11 @@ absent with G = 0 where NVML finds no board and the run placed nothing on a devi
 clean lifecycle closure (no fault, Plan balanced and drained, zero reconcile, signal-audit
 and route violations). An obligation that cannot be evaluated leaves its value null, so
 the verdict is insufficient-evidence, never pass.
+
+The reference's statement has a GPU half: the execution ran under a whole-board GPU audit.
+A certificate with no board (grade absent, G = 0, nothing placed on a device) is a valid
+certificate of a host-only execution, but it does not show that half, so `gpu_audited` is
+null there and the claim says insufficient-evidence for that half alone, naming it.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ def _values(cert: dict, row) -> dict:
         "claim_class": "W" if w else ("R" if r else None), "w_or_r": (w or r) if None not in (w, r) else None,
         "exactness": {"relation": cert["E"]["relation"], "horizon": cert["E"]["horizon"],
                       "first_differences": {k: t["first_difference"] for k, t in cert["E"]["terms"].items()}},
-        "checks": cert["checks"], "gpu_note": cert["gpu_note"], "not_evaluated": cert["not_evaluated"],
+        "checks": cert["checks"], "gpu_note": cert["gpu_note"],
+        "gpu_audited": True if cert["A"]["gpu"] == "audited" else None, "not_evaluated": cert["not_evaluated"],
         "lifecycle": cert["L"]["checks"],
     }
 
@@ -71,6 +77,9 @@ def compute(frames, settings) -> ClaimResult:
                   why="the admission predicate holds under a hard host cap (headroom > 0, no limit event, no OOM kill)"),
         Assertion("/values/checks/gpu_audit", "eq", True,
                   why="GPU: positive margin below G_decl and no foreign compute process (or no board, nothing on a device)"),
+        Assertion("/values/gpu_audited", "eq", True,
+                  why="the reference's GPU half: the execution under a whole-board GPU audit (grade audited); "
+                      f"this execution's GPU grade: {v['authority']['gpu']} ({v['authority']['gpu_reason']})"),
         Assertion("/values/checks/lifecycle_closed", "eq", True, why="clean no-fault lifecycle closure"),
         Assertion("/values/checks/oracle_lifecycle_closed", "eq", True, why="the oracle's lifecycle closed cleanly too"),
     ]
