@@ -2,6 +2,7 @@
 calibration, every arm through the harness, gather, analysis, figure, table, claims,
 ledger, verify and replay."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -211,11 +212,12 @@ def c1_from_runs(work, doc):
     verdict is pass on an audited board, and names the GPU half as not shown without one."""
     from residency import certificate
 
-    runs = work / "results" / "runs" / "certificate"
-    rec = json.loads((runs / certificate.FILE).read_text())
+    runs = Path("results") / "runs" / "certificate"  # relative, as the rule names them in the record
+    rec = json.loads((work / runs / certificate.FILE).read_text())
     model = json.loads((work / "results" / "models" / "synthetic-moe.json").read_text())
-    again = certificate.build(runs / "certified", runs / "oracle", {k: model.get(k) for k in ("path", "sha256", "bytes")},
-                              rec["B"]["host"]["r_policy_bytes"])
+    with contextlib.chdir(work):
+        again = certificate.build(runs / "certified", runs / "oracle",
+                                  {k: model.get(k) for k in ("path", "sha256", "bytes")}, rec["B"]["host"]["r_policy_bytes"])
     assert json.loads(json.dumps(again)) == rec
     if rec["A"]["host"] != "hard":
         assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
