@@ -62,7 +62,7 @@ localrules:
     gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
     analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
     table6_matched_pairs, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
-    table_pager_model_sweep, claim_sweep, table_models, report_ledger, report_scope,
+    table_pager_model_sweep, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
 
 
 onstart:
@@ -83,6 +83,7 @@ rule all:
     input:
         FIGURES,
         CLAIMS_LEDGER,
+        SWEEP_LEDGERS,
         TABLES,
         REPORT_PAGES,
 
@@ -91,6 +92,7 @@ rule figures:
     input:
         FIGURES,
         CLAIMS_LEDGER,
+        SWEEP_LEDGERS,
         TABLES,
         REPORT_PAGES,
 
@@ -98,6 +100,7 @@ rule figures:
 rule claims:
     input:
         CLAIMS_LEDGER,
+        SWEEP_LEDGERS,
 
 
 rule tables:

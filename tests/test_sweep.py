@@ -50,7 +50,9 @@ def sweep(tmp_path_factory):
     (work / "config").mkdir()
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(sweep_config(work)))
     tables = [f"results/sweep/{n}/tables/pager-model.csv" for n in NAMES[1:]]
-    proc = snakemake(work, "results/tables/models.csv", *tables, "--cores", "2", "--resources", "storage_exclusive=1")
+    ledgers = [f"claims/models/{n}/ledger.json" for n in NAMES[1:]]
+    proc = snakemake(work, "results/tables/models.csv", *tables, *ledgers, "--cores", "2",
+                     "--resources", "storage_exclusive=1")
     if proc.returncode != 0:
         pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
     return work
@@ -92,3 +94,32 @@ def test_adding_a_model_reruns_nothing_of_the_others(sweep):
     proc = snakemake(sweep, "-n", "results/pager_model.parquet", "claims/P7.json", "--cores", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+
+
+def _residency(work, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "residency.cli", *args], cwd=work, capture_output=True, text=True)
+
+
+def test_a_sweep_models_claims_verify_and_replay(sweep):
+    """Each further model's claims are listed in its own ledger and verify (deep) and replay
+    like the primary's; a changed run of that model is found; --model names model claims only."""
+    name = NAMES[1]
+    led = json.loads((sweep / f"claims/models/{name}/ledger.json").read_text())
+    assert sorted(e["id"] for e in led["claims"]) == sorted(MODEL_CLAIMS)
+    p = _residency(sweep, "verify", "--all", "--model", name, "--deep")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"claims/models/{name}/ledger.json: OK" in p.stdout, p.stdout
+    p = _residency(sweep, "replay", "--claim", "P7", "--model", name)
+    assert p.returncode == 0 and "P7: OK" in p.stdout, p.stdout + p.stderr
+    p = _residency(sweep, "verify", "--claim", "C2", "--model", name)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "residency: error: C2 is not a model claim (" + ", ".join(MODEL_CLAIMS) + "): --model applies to model claims only"], p.stderr
+    run = next((sweep / f"results/runs/pager_model/{name}").glob("pager-declared/r0.75/rep1/run.json"))
+    doc = json.loads(run.read_text())
+    doc["counters"]["physical_bytes_read"] += 1
+    run.write_text(json.dumps(doc))
+    p = _residency(sweep, "verify", "--claim", "P7", "--model", name, "--deep")
+    assert p.returncode == 1 and str(run.parent.relative_to(sweep)) in p.stdout, p.stdout + p.stderr

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+SWEEP_MODEL_HELP = ("a further model of pager_model.models: its model claims in claims/models/<name>/, "
+                    "their ledger beside them")
 
 def _cmd_run(a) -> int:
     from . import harness
@@ -185,20 +187,20 @@ def _cmd_verify(a) -> int:
 
     root = Path(a.root)
     if a.all:
-        found = verify.verify_all(root, deep=a.deep)
-        codes = [_report("verify", cid, problems, root) for cid, problems in found.items()]
+        found = verify.verify_all(root, deep=a.deep, model=a.model)
+        codes = [_report("verify", cid, problems, root, a.model) for cid, problems in found.items()]
         return max(codes)
-    return _report("verify", a.claim, verify.verify(a.claim, root, deep=a.deep), root)
+    return _report("verify", a.claim, verify.verify(a.claim, root, deep=a.deep, model=a.model), root, a.model)
 
 
 def _cmd_replay(a) -> int:
     from . import verify
 
-    problems = verify.replay(a.claim, Path(a.root))
-    return _report("replay", a.claim, problems, Path(a.root))
+    problems = verify.replay(a.claim, Path(a.root), a.model)
+    return _report("replay", a.claim, problems, Path(a.root), a.model)
 
 
-def _report(what: str, claim: str, problems: list[str], root: Path) -> int:
+def _report(what: str, claim: str, problems: list[str], root: Path, model: str | None = None) -> int:
     from . import verify
 
     if problems:
@@ -207,9 +209,9 @@ def _report(what: str, claim: str, problems: list[str], root: Path) -> int:
             print(f"  - {p}")
         return 1
     if claim == verify.LEDGER:
-        print(f"residency {what} ledger: OK; every claim listed, every digest and count matches")
+        print(f"residency {what} {verify.ledger_file(model)}: OK; every claim listed, every digest and count matches")
         return 0
-    doc = json.loads((root / "claims" / f"{claim}.json").read_text())
+    doc = json.loads(verify.record_path(claim, root, model).read_text())
     print(f"residency {what} {claim}: OK; verdict {doc['verdict']}: {doc['headline']}")
     return 0
 
@@ -359,11 +361,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--deep", action="store_true",
                    help="also re-check every run manifest, gather and analyse again, and replay")
     s.add_argument("--root", default=".")
+    s.add_argument("--model", help=SWEEP_MODEL_HELP)
     s.set_defaults(func=_cmd_verify)
 
     s = sub.add_parser("replay", help="recompute a claim's values from its inputs")
     s.add_argument("--claim", required=True)
     s.add_argument("--root", default=".")
+    s.add_argument("--model", help=SWEEP_MODEL_HELP)
     s.set_defaults(func=_cmd_replay)
 
     s = sub.add_parser("summary", help="the README's measured section from the claim records (Markdown)")
@@ -396,13 +400,14 @@ def main(argv: list[str] | None = None) -> int:
     from .history import HistoryError
     from .manifest import ManifestError
     from .summary import SummaryError
+    from .verify import VerifyError
 
     args = parser().parse_args(argv)
     if getattr(args, "cmd", None) and args.cmd[:1] == ["--"]:
         args.cmd = args.cmd[1:]
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError, ManifestError, HistoryError, SummaryError) as exc:
+    except (ConfigError, FileNotFoundError, ManifestError, HistoryError, SummaryError, VerifyError) as exc:
         print(f"residency: error: {exc}", file=sys.stderr)
         return 2
 

@@ -6,6 +6,10 @@ and the ledger entry matches the record. `--deep` also follows every Parquet inp
 the run directories (deep.py: manifests, a fresh gather, a fresh analysis) and replays the
 values. `--all` does this for every claim and checks the ledger itself.
 replay: recompute `values` from the inputs with the claim's own function and compare.
+
+`model`: a further model of a sweep (pager_model.models after the first). Its model claims
+live in claims/models/<name>/ with their own history and ledger, and read their Parquet
+from results/sweep/<name>/ (cells.SWEEP, cells.SWEEP_CLAIMS).
 """
 
 from __future__ import annotations
@@ -16,16 +20,42 @@ import math
 from pathlib import Path
 
 from . import claims, history
+from .cells import SWEEP, SWEEP_CLAIMS
 from .claims import record
 from .identity import sha256_file
 
 LEDGER = "ledger"  # the key of the ledger's own problems in verify_all's answer
 
 
-def _load(claim_id: str, root: Path) -> dict:
-    path = root / "claims" / f"{claim_id}.json"
+class VerifyError(ValueError):
+    """A claim named that the records cannot have (a bad command line, said in one line)."""
+
+
+def claims_dir(model: str | None) -> str:
+    return "claims" if model is None else f"{SWEEP_CLAIMS}/{model}"
+
+
+def record_path(claim_id: str, root: Path, model: str | None = None) -> Path:
+    return Path(root) / claims_dir(model) / f"{claim_id}.json"
+
+
+def ledger_file(model: str | None) -> str:
+    return claims.LEDGER_FILE if model is None else f"{claims_dir(model)}/ledger.json"
+
+
+def registry(model: str | None) -> list[str]:
+    """The claims a ledger lists: every claim, or a sweep model's model claims."""
+    return list(claims.REGISTRY) if model is None else claims.model_claim_ids()
+
+
+def _load(claim_id: str, root: Path, model: str | None = None) -> dict:
+    path = record_path(claim_id, root, model)
+    if model is not None and claim_id not in claims.model_claim_ids():
+        raise VerifyError(f"{claim_id} is not a model claim ({', '.join(claims.model_claim_ids())}): "
+                         "--model applies to model claims only")
     if not path.exists():
-        raise FileNotFoundError(f"no claim record {path} (make it with: snakemake --cores 1 claims/{claim_id}.json)")
+        rel = f"{claims_dir(model)}/{claim_id}.json"
+        raise FileNotFoundError(f"no claim record {path} (make it with: snakemake --cores 1 {rel})")
     return json.loads(path.read_text())
 
 
@@ -40,8 +70,8 @@ def _inputs(doc: dict, root: Path) -> list[str]:
     return problems
 
 
-def _history(claim_id: str, root: Path) -> list[str]:
-    rec = root / "claims" / f"{claim_id}.json"
+def _history(claim_id: str, root: Path, model: str | None = None) -> list[str]:
+    rec = record_path(claim_id, root, model)
     hpath = history.path_for(rec, claim_id)
     try:
         past = history.read(hpath)
@@ -49,41 +79,42 @@ def _history(claim_id: str, root: Path) -> list[str]:
         return [str(exc)]
     digest = sha256_file(rec)
     if not any(e["record_sha256"] == digest for e in past):
-        return [f"claims/{claim_id}.json is not in {hpath.relative_to(root)}: it was not made by `residency claim`"]
+        return [f"{rec.relative_to(root)} is not in {hpath.relative_to(root)}: it was not made by `residency claim`"]
     return []
 
 
-def _ledger_entry(claim_id: str, root: Path) -> list[str]:
-    ledger = root / claims.LEDGER_FILE
+def _ledger_entry(claim_id: str, root: Path, model: str | None = None) -> list[str]:
+    name = ledger_file(model)
+    ledger = root / name
     if not ledger.exists():
         return []
     entries = {e["id"]: e for e in json.loads(ledger.read_text())["claims"]}
     entry = entries.get(claim_id)
     if entry is None:
-        return [f"{claims.LEDGER_FILE} has no entry for {claim_id}"]
-    if entry["sha256"] != sha256_file(root / "claims" / f"{claim_id}.json"):
-        return [f"{claims.LEDGER_FILE} digest for {claim_id} does not match the record"]
+        return [f"{name} has no entry for {claim_id}"]
+    if entry["sha256"] != sha256_file(record_path(claim_id, root, model)):
+        return [f"{name} digest for {claim_id} does not match the record"]
     return []
 
 
-def verify(claim_id: str, root: Path, deep: bool = False, checker=None) -> list[str]:
+def verify(claim_id: str, root: Path, deep: bool = False, checker=None, model: str | None = None) -> list[str]:
     """Problems found (empty list: the record verifies). `checker`: a deep.Deep shared by
     several claims, so a table behind many claims is checked once."""
     root = Path(root).resolve()
-    doc = _load(claim_id, root)
+    doc = _load(claim_id, root, model)
     problems = _inputs(doc, root)
     verdict, reasons = record.verdict_of(doc, doc.get("insufficient", []))
     if verdict != doc["verdict"]:
         problems.append(f"assertions give verdict {verdict!r}, record says {doc['verdict']!r}")
     if reasons != doc.get("reasons", []):
         problems.append("re-evaluated reasons differ from the recorded reasons")
-    problems += _history(claim_id, root) + _ledger_entry(claim_id, root)
+    problems += _history(claim_id, root, model) + _ledger_entry(claim_id, root, model)
     if deep:
-        problems += _deep(doc, root, checker)
+        problems += _deep(doc, root, checker, model)
     return problems
 
 
-def _deep(doc: dict, root: Path, checker) -> list[str]:
+def _deep(doc: dict, root: Path, checker, model: str | None = None) -> list[str]:
     from . import deep
 
     checker = checker or deep.Deep()
@@ -94,53 +125,54 @@ def _deep(doc: dict, root: Path, checker) -> list[str]:
                 found += [p for p in checker.table(inp["path"]) if p not in found]
     if found:  # the inputs are not what the runs give: replaying them would prove nothing more
         return found
-    return replay(doc["id"], root)
+    return replay(doc["id"], root, model)
 
 
-def ledger_problems(root: Path) -> list[str]:
+def ledger_problems(root: Path, model: str | None = None) -> list[str]:
     """The ledger itself: it exists, lists every claim of the registry once and nothing
     else, each digest matches its record, each record is in its history, each count
     matches the history."""
     root = Path(root).resolve()
-    path = root / claims.LEDGER_FILE
+    name, known = ledger_file(model), registry(model)
+    path = root / name
     if not path.exists():
-        return [f"no {claims.LEDGER_FILE} (make it with: snakemake --cores 1 {claims.LEDGER_FILE})"]
+        return [f"no {name} (make it with: snakemake --cores 1 {name})"]
     listed = [e["id"] for e in json.loads(path.read_text())["claims"]]
-    problems = [f"{claims.LEDGER_FILE} does not list {cid}" for cid in sorted(set(claims.REGISTRY) - set(listed))]
-    problems += [f"{claims.LEDGER_FILE} lists unknown claim {cid}" for cid in sorted(set(listed) - set(claims.REGISTRY))]
-    problems += [f"{claims.LEDGER_FILE} lists {cid} {listed.count(cid)} times" for cid in sorted(set(listed))
+    problems = [f"{name} does not list {cid}" for cid in sorted(set(known) - set(listed))]
+    problems += [f"{name} lists unknown claim {cid}" for cid in sorted(set(listed) - set(known))]
+    problems += [f"{name} lists {cid} {listed.count(cid)} times" for cid in sorted(set(listed))
                  if listed.count(cid) > 1]
     for e in json.loads(path.read_text())["claims"]:
-        rec = root / "claims" / f"{e['id']}.json"
+        rec = record_path(e["id"], root, model)
         if not rec.exists():
-            problems.append(f"{claims.LEDGER_FILE} lists {e['id']}, but claims/{e['id']}.json is missing")
+            problems.append(f"{name} lists {e['id']}, but {claims_dir(model)}/{e['id']}.json is missing")
             continue
-        problems += _ledger_entry(e["id"], root) + _history(e["id"], root) + _tally(e, rec)
+        problems += _ledger_entry(e["id"], root, model) + _history(e["id"], root, model) + _tally(e, rec, name)
     return problems
 
 
-def _tally(entry: dict, rec: Path) -> list[str]:
+def _tally(entry: dict, rec: Path, name: str) -> list[str]:
     try:
         past = history.read(history.path_for(rec, entry["id"]))
     except history.HistoryError as exc:
         return [str(exc)]
     want = history.tally(past, entry.get("scope_sha256", ""))
     got = {k: entry.get(k) for k in want}
-    return [] if got == want else [f"{claims.LEDGER_FILE}: {entry['id']} says {got}, its history says {want}"]
+    return [] if got == want else [f"{name}: {entry['id']} says {got}, its history says {want}"]
 
 
-def verify_all(root: Path, deep: bool = False) -> dict[str, list[str]]:
+def verify_all(root: Path, deep: bool = False, model: str | None = None) -> dict[str, list[str]]:
     """Problems of the ledger (key LEDGER) and of every claim of the registry."""
     from . import deep as deep_mod
 
     root = Path(root).resolve()
-    found = {LEDGER: ledger_problems(root)}
+    found = {LEDGER: ledger_problems(root, model)}
     checker = deep_mod.Deep() if deep else None
-    for cid in claims.REGISTRY:
-        if not (root / "claims" / f"{cid}.json").exists():
-            found[cid] = [f"no claim record claims/{cid}.json"]
+    for cid in registry(model):
+        if not record_path(cid, root, model).exists():
+            found[cid] = [f"no claim record {claims_dir(model)}/{cid}.json"]
         else:  # the ledger's own lines are said once, under LEDGER
-            found[cid] = [p for p in verify(cid, root, deep, checker) if p not in found[LEDGER]]
+            found[cid] = [p for p in verify(cid, root, deep, checker, model) if p not in found[LEDGER]]
     return found
 
 
@@ -166,9 +198,10 @@ def _diff(a, b, path="") -> list[str]:
     return [] if a == b else [f"{path}: recorded {a!r}, recomputed {b!r}"]
 
 
-def replay(claim_id: str, root: Path) -> list[str]:
-    doc = _load(claim_id, root)
-    fresh = claims.compute(claim_id, root, doc["settings"], doc.get("protocol"))
+def replay(claim_id: str, root: Path, model: str | None = None) -> list[str]:
+    doc = _load(claim_id, root, model)
+    results = None if model is None else f"{SWEEP}/{model}"
+    fresh = claims.compute(claim_id, root, doc["settings"], doc.get("protocol"), results)
     problems = _diff(doc["values"], json.loads(json.dumps(fresh["values"])), "/values")
     if fresh["verdict"] != doc["verdict"]:
         problems.append(f"recomputed verdict {fresh['verdict']!r}, recorded {doc['verdict']!r}")

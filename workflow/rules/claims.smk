@@ -11,6 +11,8 @@ from residency import protocol as _protocol
 CLAIM_IDS = sorted(_claims.REGISTRY)
 MODEL_CLAIM_IDS = _claims.model_claim_ids()
 CLAIMS_LEDGER = "claims/ledger.json"
+# Each further model's ledger of its model claims (nothing without a sweep).
+SWEEP_LEDGERS = [f"{cells.SWEEP_CLAIMS}/{n}/ledger.json" for n in SWEEP_NAMES]
 CLAIM_SETTINGS = _json.dumps(config["claims"], sort_keys=True)
 
 
@@ -77,6 +79,22 @@ rule ledger:
         CLAIMS_LEDGER,
     log:
         f"{LOGS}/claims/ledger.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency ledger --out {output} {input.records} 2> {log}"
+
+
+rule ledger_sweep:
+    input:
+        records=expand(f"{cells.SWEEP_CLAIMS}/{{{{model}}}}/{{claim_id}}.json", claim_id=MODEL_CLAIM_IDS),
+        code=residency_code("claims/__init__.py", "history.py"),
+    output:
+        f"{cells.SWEEP_CLAIMS}/{{model}}/ledger.json",
+    wildcard_constraints:
+        model=SWEEP_MODEL_RE,
+    log:
+        f"{LOGS}/sweep/{{model}}/claims/ledger.log",
     conda:
         CONDA_ENV
     shell:
