@@ -116,7 +116,7 @@ def test_a_sweep_models_claims_verify_and_replay(sweep):
     assert p.returncode == 0 and "P7: OK" in p.stdout, p.stdout + p.stderr
     p = _residency(sweep, "verify", "--claim", "C2", "--model", name)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
-        "residency: error: C2 is not a model claim (" + ", ".join(MODEL_CLAIMS) + "): --model applies to model claims only"], p.stderr
+        "residency: error: C2 is not a model claim (" + ", ".join(sorted(MODEL_CLAIMS)) + "): --model applies to model claims only"], p.stderr
     run = next((sweep / f"results/runs/pager_model/{name}").glob("pager-declared/r0.75/rep1/run.json"))
     doc = json.loads(run.read_text())
     doc["counters"]["physical_bytes_read"] += 1
