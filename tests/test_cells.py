@@ -360,3 +360,16 @@ def test_reclaim_cells_pair_the_pager_with_and_without_protection(cfg):
     c = copy.deepcopy(cfg)
     c["pager_model"]["tokens"] = 8
     assert cells.reclaim_digest(c) == digest
+
+
+def test_the_certificate_may_name_a_user_model(cfg):
+    """certificate.model: the synthetic MoE (default) or user:<name>, with that model's
+    records and its entry in the certified runs' digest."""
+    assert cells.cert_model_files(cfg) == ("results/models/synthetic-moe.gguf", "results/models/synthetic-moe.json")
+    c = copy.deepcopy(cfg)
+    c["certificate"]["model"] = "user:big"
+    c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
+    assert cells.cert_model_files(c) == ("/data/big.gguf", "results/models/user/big.json")
+    assert cells.cert_model(c) == "/data/big.gguf" and cells.cert_digest(c) != cells.cert_digest(cfg)
+    c["models"]["user"][0]["sha256"] = "c" * 64
+    assert cells.cert_digest(c) != cells.cert_digest(cfg)

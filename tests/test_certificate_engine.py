@@ -66,3 +66,19 @@ def test_a_route_read_without_its_node_stops_naming_it(model, tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 1
     assert "no_such_node-0" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_dense_user_model_is_certified_too(tmp_path):
+    """certificate.model may name a user GGUF of any family: a dense qwen2 model's U_sem^LB is
+    the tensors its graph read (every layer whole, the embedding's looked-up rows), E holds."""
+    out = tmp_path / "mine.gguf"
+    gguf_synth.write(gguf_synth.make_spec(variant="dense", arch="qwen2", seed=5, n_layer=6, n_embd=512, n_ff=1408,
+                                          n_head=8, n_head_kv=4, n_vocab=512, n_ctx=512), out)
+    mine = {"path": str(out), "sha256": sha256_file(out), "bytes": out.stat().st_size}
+    o = tmp_path / "oracle"
+    assert harness.run(generate(mine, "oracle", o), o, limit_bytes=None)["status"] == "ok"
+    c = certify(mine, o, tmp_path / "run", None)
+    assert c["E"]["exact"] and c["checks"]["all_routes_exact"] and c["checks"]["lifecycle_closed"], c["E"]["terms"]
+    u, t = c["I"]["u_sem_lb"]["u_sem_lb_bytes"], c["I"]["t_repr"]["t_repr_bytes"]
+    assert 0.5 * t < u < t, (u, t)  # the embedding's unread rows are not demand
+    assert c["checks"]["eq3_holds"] is None  # no host cap on this run: never held

@@ -29,6 +29,15 @@ def test_paper_config_needs_the_users_model():
     config.validate(paper)
 
 
+def test_a_user_certificate_model_must_be_declared():
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["certificate"]["model"] = "user:mine"
+    with pytest.raises(config.ConfigError, match=r"^config error: certificate.model: 'user:mine' is not declared"):
+        config.validate(cfg)
+    cfg["models"]["user"] = [{"name": "mine", "path": "/data/m.gguf", "sha256": "0" * 64}]
+    config.validate(cfg)
+
+
 @pytest.mark.parametrize("mutate, needle", [
     (lambda c: c["pager_synthetic"].update(regoin_bytes=1), "pager_synthetic: unknown key 'regoin_bytes'"),
     (lambda c: c["pager_synthetic"]["main"]["ratios"].append(1.5), "pager_synthetic.main.ratios[5]"),

@@ -537,13 +537,26 @@ CERT_CELLS = ("oracle", "certified")
 
 
 def cert_model(config: dict) -> str:
-    """The certified execution's GGUF: a synthetic MoE written by the model rules."""
-    return synthetic_gguf(config["certificate"]["model"].split("-", 1)[1])
+    """The certified execution's GGUF: the synthetic MoE written by the model rules, or a
+    GGUF of the user's (`user:<name>`, declared under models.user)."""
+    return cert_model_files(config)[0]
+
+
+def cert_model_files(config: dict) -> tuple[str, str]:
+    """(GGUF path, identity record) of the certified execution's model."""
+    m = config["certificate"]["model"]
+    if m.startswith(USER_PREFIX):
+        n = m[len(USER_PREFIX):]
+        return _user_entry(config, n)["path"], user_identity(n)
+    g = synthetic_gguf(m.split("-", 1)[1])
+    return g, model_identity(g)
 
 
 def cert_digest(config: dict) -> str:
     c = config["certificate"]
-    return digest(run_sections(config) | {"certificate": c, "model": config["models"]["synthetic"]})
+    m = c["model"]
+    model = _user_entry(config, m[len(USER_PREFIX):]) if m.startswith(USER_PREFIX) else config["models"]["synthetic"]
+    return digest(run_sections(config) | {"certificate": c, "model": model})
 
 
 def cert_run(cell: str) -> str:

@@ -72,7 +72,8 @@ def _cross_check(config: dict) -> None:
 
 
 def _check_models(config: dict) -> None:
-    """Each pager_model.models entry: a declared user model, and no two entries with one name."""
+    """Each pager_model.models entry: a declared user model, and no two entries with one name;
+    certificate.model, when a user model, declared too."""
     names = {m.get("name") for m in config.get("models", {}).get("user", [])}
     seen = set()
     for i, model in enumerate(config.get("pager_model", {}).get("models", [])):
@@ -83,6 +84,10 @@ def _check_models(config: dict) -> None:
         if name in seen:
             raise ConfigError(f"config error: pager_model.models[{i}]: {model!r}: a second model named {name!r}")
         seen.add(name)
+    cert = config.get("certificate", {}).get("model", "")
+    if cert.startswith("user:") and cert[5:] not in names:
+        raise ConfigError(f"config error: certificate.model: {cert!r} is not declared under models.user "
+                          "(add an entry with name, path and sha256)")
 
 
 def load(path: str | os.PathLike) -> dict:

@@ -4,14 +4,14 @@
 # C = (I, B, A, E, L) beside the certified run, and its Parquet row for the claim.
 
 CERT = config["certificate"]
-CERT_MODEL = cells.cert_model(config)
+CERT_MODEL, CERT_IDENTITY = cells.cert_model_files(config)
 
 
 rule certificate_cell:
     input:
         engine=RESIDCTL,
         model=CERT_MODEL,
-        identity=model_identity(CERT_MODEL),
+        identity=CERT_IDENTITY,
         previous=lambda w: [cells.cert_run("oracle")] if w.cell == "certified" else [],
     output:
         cells.CERT_RUNS + "/{cell}/harness.json",
@@ -37,7 +37,7 @@ rule certificate_cell:
 rule certificate_record:
     input:
         runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
-        identity=model_identity(CERT_MODEL),
+        identity=CERT_IDENTITY,
         code=residency_code("certificate.py", "demand.py", "extents.py", "traffic.py", "predicates.py",
                             "exactness.py", "nvml.py"),
     output:
@@ -58,7 +58,7 @@ rule certificate_record:
 rule gather_certificate:
     input:
         runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
-        identity=model_identity(CERT_MODEL),
+        identity=CERT_IDENTITY,
         record=cells.cert_record(),
         code=residency_code("gather_certificate.py", "certificate.py", "manifest.py", "lineage.py"),
     output:
