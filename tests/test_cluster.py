@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cluster
 CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
 PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
 RUN_RULES = {"calibrate_overhead_run", "pager_main_cell", "pager_stress_cell", "pager_model_calibrate_run",
-             "pager_model_cell", "pager_model_baseline", "matched_source_cell"}
+             "pager_model_cell", "pager_model_baseline", "matched_source_cell", "reclaim_cell", "certificate_cell"}
 
 
 def _cluster(cmd: str, env: dict) -> subprocess.CompletedProcess:
@@ -171,15 +171,16 @@ def _ok_in_both(work: Path, local: Path, cells: list[str]) -> list[str]:
 
 
 # Counters that depend only on the config where the run is deterministic: arms C and D of the
-# synthetic study (P1, P4) with one driver thread, or with the exact all-threads-finished
-# signal (P5). Not A (the kernel's page cache decides) nor E (its prefetch races the scan).
+# synthetic study (P1, P4) with one driver thread, or with driver threads in step (sync step). Not the
+# free-running stress cells (P5: seeded jitter, so even the exact signal may see the threads
+# in another order), nor A (the kernel's page cache decides) nor E (its prefetch races the scan).
 DETERMINISTIC_ARMS = ("pager-lru", "pager-declared")
 SYNTHETIC_COUNTS = ["accesses", "hits", "misses", "demand_fills", "prefetch_fills", "evictions",
                     "budget_chunks", "bytes_verified", "max_resident_chunks", "trace_sha256"]
 
 
 def _deterministic_synthetic(df: pd.DataFrame) -> pd.DataFrame:
-    keep = df["arm"].isin(DETERMINISTIC_ARMS) & ((df["threads"] == 1) | (df["signal"] == "all-threads-finished"))
+    keep = df["arm"].isin(DETERMINISTIC_ARMS) & ((df["threads"] == 1) | (df["sync"] == "step"))
     return df[keep & (df["status"] == "ok")].set_index("run_dir").sort_index()
 
 

@@ -31,6 +31,8 @@ def study_runs(config: dict) -> dict[str, list[str]]:
         "pager_synthetic": synthetic + cells.main_cells(config) + cells.stress_cells(config),
         "pager_model": _pm_runs(config),
         "matched_source": cells.ms_cells(config),
+        "reclaim": cells.reclaim_cells(config),
+        "certificate": [cells.cert_run(c) for c in cells.CERT_CELLS],
     } | {f"pager_model {name}": _pm_runs(cells.model_view(config, name)) for name in cells.sweep_names(config)}
 
 

@@ -13,7 +13,8 @@ rule reclaim_cell:
     wildcard_constraints:
         protection="unprotected|protected",
     # Runs alone: while its swap file is on, any other cell running would lose its hard grade.
-    threads: workflow.cores
+    # storage_exclusive keeps every other run cell out locally (profiles/default allows one);
+    # on a cluster the job holds its node alone (--exclusive in profiles/slurm).
     params:
         dir=lambda w, output: run_dir(output),
         scan=lambda w: reclaim_scan_args(w.protection),
