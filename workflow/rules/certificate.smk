@@ -14,7 +14,7 @@ rule certificate_cell:
         identity=CERT_IDENTITY,
         previous=lambda w: [cells.cert_run("oracle")] if w.cell == "certified" else [],
     output:
-        cells.CERT_RUNS + "/{cell}/harness.json",
+        f"{cells.CERT_RUNS}/{{cell}}/harness.json",
     wildcard_constraints:
         cell="|".join(cells.CERT_CELLS),
     params:
