@@ -81,11 +81,15 @@ void Pager::loop() {
       while (::read(cfd_, &drained, sizeof drained) > 0) {
       }
     bool progressed = reap_completions();
+    progressed |= serve_request();
     if (!paused_) {
       progressed |= publish_readahead();
       progressed |= serve_pending();
-      progressed |= maybe_readahead();
-      if (!progressed && pending_.empty() && !stopping_) progressed = maybe_prefetch();
+      // While the shutdown probe waits for the reads in flight, nothing new is read ahead.
+      const bool probing = request_waiting_.load();
+      if (!probing) progressed |= maybe_readahead();
+      if (!progressed && pending_.empty() && !stopping_ && !probing) progressed = maybe_prefetch();
+      maybe_fire_reset_cell();  // before a blocking read is reaped: it is outstanding until then
       if (blocking_) progressed |= reap_completions();  // a blocking read completed in submit()
     }
     run_due_failure_callback();
@@ -123,17 +127,7 @@ void Pager::close_reads() {
   const uint32_t abandoned = fill_->close();
   std::lock_guard lk(mu_);
   cancellations_ += abandoned;
-  for (BundleRun& b : bundles_) {
-    if (!b.live) continue;
-    for (ChunkId c : b.chunks)
-      if (state_[c] == State::Filling) {
-        state_[c] = State::Absent;
-        if (b.roomed) --filling_;
-      }
-    b.live = false;
-    b.ready = false;
-  }
-  readahead_ready_ = 0;
+  forget_bundles_locked(false);
   plan_shutdown_ = plan_->shutdown();
 }
 
@@ -237,7 +231,7 @@ bool Pager::serve_pending() {
       // Filling: its read is in flight; the fault waits for it (never a second read).
       // Otherwise it waits for a window, for room (a leave), or its chunk's read was
       // rejected (the run has failed).
-      if (state_[c] != State::Absent || poisoned_[c] || fail_closed_ || free_windows() == 0 || !make_room_locked(c)) {
+      if (state_[c] != State::Absent || poisoned_[c] || !slot_vacant_locked(c) || fail_closed_ || free_windows() == 0 || !make_room_locked(c)) {
         ++i;
         continue;
       }

@@ -56,6 +56,7 @@ int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
   b.ready = false;
   b.roomed = kind != FillKind::Readahead;
   b.target = 0;
+  b.epoch = plan_->epoch();
   b.chunks.assign(cs, cs + n);
   for (uint32_t k = 0; k < n; ++k) state_[cs[k]] = State::Filling;
   // Demand and prefetch reads take their room now; a read-ahead bundle waits in its windows
@@ -163,6 +164,7 @@ void Pager::publish_bundle(BundleRun& b, uint32_t fi) {
     drop_bundle(b);
     return;
   }
+  if (b.epoch != plan_->epoch()) ++st_.reset.stale_published;  // requested before a reset: must never happen
   for (ChunkId c : b.chunks) book_fill_locked(c, b.kind);
   st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
   ++st_.bundles_published;
@@ -291,7 +293,9 @@ bool Pager::maybe_readahead() {
     ra_chunks_.clear();
     bool covered = true;
     for (ChunkId c : readahead_chunks_of(target)) {
-      if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_) continue;
+      if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_ ||
+          !slot_vacant_locked(c))
+        continue;
       if (ra_chunks_.size() == avail) {
         covered = false;
         break;
@@ -397,7 +401,8 @@ bool Pager::maybe_prefetch() {
     for (ChunkId c : candidates_) {
       // Skip what is there or on its way, what a driver is about to demand (its fault will
       // come), and holes.
-      if (state_[c] != State::Absent || consumers_[c] > 0 || mapped_pages_[c] == 0 || poisoned_[c])
+      if (state_[c] != State::Absent || consumers_[c] > 0 || mapped_pages_[c] == 0 || poisoned_[c] ||
+          !slot_vacant_locked(c))
         continue;
       if (resident_list_.size() + filling_ < cfg_.budget_chunks) {
         chosen = c;

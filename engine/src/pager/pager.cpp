@@ -123,6 +123,7 @@ void Pager::init_books() {
   consumers_.assign(chunks_, 0);
   prefetched_unused_.assign(chunks_, 0);
   poisoned_.assign(chunks_, 0);
+  stale_.assign(chunks_, 0);
   pins_.assign(chunks_, 0);
   thread_pins_.reserve(kPinsPerThread * (cfg_.max_pins ? cfg_.max_pins : 16) + kPinsPerThread);
   last_demand_step_.assign(chunks_, -1);

@@ -123,6 +123,20 @@ struct PagerConfig {
   // reclaim or swap none of it; only the pager's own evictions (MADV_DONTNEED_LOCKED) free
   // memory. The destructor unlocks the process (one pager per process).
   bool protect = false;
+  // The reset-outstanding fault cell (generate): once read N has been submitted and reads
+  // are outstanding (two or more when the source's depth allows: inside a read-ahead
+  // bundle), the pager thread resets the Plan (reset.cpp). Unset: never.
+  std::optional<uint64_t> reset_at_read;
+};
+
+// What the Plan resets did (reset.cpp): the reset-outstanding cell's and every other one.
+struct PagerResetStats {
+  uint64_t resets = 0;                // Plan resets done by the pager thread
+  bool cell_fired = false;            // the reset-outstanding cell reset the Plan
+  uint64_t cell_read = 0;             // the read count at that point (reads submitted - 1)
+  uint64_t cell_outstanding = 0;      // the Plan's outstanding source operations at it
+  uint64_t bundles_forgotten = 0;     // unpublished bundles dropped by resets (re-requested on demand)
+  uint64_t stale_published = 0;       // bundles published after a reset that were requested before it (must be 0)
 };
 
 struct PagerStats {
@@ -158,6 +172,7 @@ struct PagerStats {
   uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
   // Content identity (PagerConfig::chunk_digests).
   uint64_t content_checks = 0, content_check_ns = 0, content_mismatches = 0;
+  PagerResetStats reset;
 };
 
 // The first fatal rejection of a read (a storage fault, or an injected one): the bundle it
@@ -215,6 +230,17 @@ class Pager final : private FillOwner {
   // pager's own rule. Refused with ConsumersLive while c has a consumer or a pin; if the
   // Plan agrees, the chunk is evicted. Returns the Plan's answer.
   PlanError try_recycle(ChunkId c);
+  // Reset the Plan now (reset.cpp): the pager thread advances the epoch, forgets every
+  // unpublished bundle (reads still in flight come back StaleEpoch and are retired, never
+  // copied; landed ones are retired in their windows) and re-reads what faults still need
+  // in the new epoch. Resident (published) chunks stay. Waits for the pager thread; returns
+  // the Plan's answer and the source operations outstanding at the reset (ShutDown when the
+  // pager is not running).
+  PlanResult<uint32_t> reset();
+  // The shutdown-live-consumer cell: once no read is in flight, the pager thread asks the
+  // Plan to shut down now and returns its answer (ConsumersLive while a consumer holds a
+  // chunk; if the Plan agreed, it is shut down and the pager can fill nothing more).
+  PlanError try_plan_shutdown();
 
   // Consumers: a chunk with a live consumer is never evicted.
   void enter(ChunkId c);
@@ -276,6 +302,7 @@ class Pager final : private FillOwner {
 
  private:
   enum class State : uint8_t { Absent, Filling, Resident };
+  enum class Request : uint8_t { None, Reset, ShutdownProbe };
   enum class FillKind : uint8_t { Demand, Prefetch, Readahead };
   struct PendingFault {
     uintptr_t addr;
@@ -290,6 +317,7 @@ class Pager final : private FillOwner {
     bool ready = false;   // read-ahead: every read landed, waiting for its step
     bool roomed = false;  // its chunks' room is counted in filling_
     uint64_t target = 0;  // read-ahead: the step it is for
+    uint64_t epoch = 0;   // the Plan's epoch when it was requested
     std::vector<ChunkId> chunks;  // capacity: the window count
   };
 
@@ -353,6 +381,13 @@ class Pager final : private FillOwner {
   void remove_resident_locked(ChunkId c);
   void mark_evicted_locked(ChunkId c);
   void finish_registration();
+  // reset.cpp (the pager thread).
+  bool serve_request();
+  void maybe_fire_reset_cell();
+  PlanResult<uint32_t> reset_now();
+  void forget_bundles_locked(bool stale);
+  bool slot_vacant_locked(ChunkId c);
+  PlanResult<uint32_t> await_request(Request r);
 
   PagerConfig cfg_;
   std::unique_ptr<Source> source_;
@@ -375,6 +410,7 @@ class Pager final : private FillOwner {
   std::vector<int32_t> consumers_;
   std::vector<uint8_t> prefetched_unused_;
   std::vector<uint8_t> poisoned_;
+  std::vector<uint8_t> stale_;  // a reset forgot its read in flight: reuse once its Plan slot is VACANT
   std::vector<uint16_t> pins_;                                // per chunk: threads pinning it
   std::vector<std::pair<uint32_t, ChunkId>> thread_pins_;      // (tid, chunk), oldest first
   bool oversize_ = false;
@@ -427,6 +463,12 @@ class Pager final : private FillOwner {
   PagerRejectionReport rejection_;       // guarded by mu_
   int rejected_bundle_ = -1;            // the fill of the first fatal rejection
   bool watchdog_reported_ = false;
+  // A driver's request to the pager thread (reset.cpp), guarded by mu_.
+  Request request_ = Request::None;
+  uint64_t request_serial_ = 0, request_done_ = 0;
+  PlanResult<uint32_t> request_answer_{};
+  std::condition_variable request_cv_;
+  std::atomic<bool> request_waiting_{false};
 
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};

@@ -114,7 +114,8 @@ void Pager::reconcile_locked() {
     const uint32_t held = static_cast<uint32_t>(consumers_[c]) + pins_[c];
     bool ok;
     switch (state_[c]) {
-      case State::Absent: ok = ph == SlotPhase::Vacant; break;
+      // A reset forgot its read in flight: LOADING (abandoned) until that completion retires.
+      case State::Absent: ok = ph == SlotPhase::Vacant || (stale_[c] && ph == SlotPhase::Loading); break;
       case State::Filling: ok = ph == SlotPhase::Loading; break;
       case State::Resident:
         ok = held > 0 ? ph == SlotPhase::InUse : (ph == SlotPhase::DeviceReady || ph == SlotPhase::Recyclable);

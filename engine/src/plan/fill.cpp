@@ -275,6 +275,11 @@ void FillPath::forget_all() {
   order_.clear();
 }
 
+void FillPath::retire_all() {
+  for (uint32_t fi : order_) retire_landed(fills_[fi], fi);
+  forget_all();
+}
+
 uint32_t FillPath::close() {
   closed_ = true;
   if (inflight_ > 0) {

@@ -120,6 +120,10 @@ class FillPath {
   // After plan.reset(): every fill is forgotten; their reads still in flight come back
   // StaleEpoch and only their windows are released.
   void forget_all();
+  // After plan.reset() where reads are held in their windows until landed (the pager):
+  // every landed read of a tracked fill is retired (StaleEpoch, nothing copied) and its
+  // window released, then every fill is forgotten (forget_all).
+  void retire_all();
   void fail_closed() { closed_ = true; }
   bool closed() const { return closed_; }
   // Drain, hand every outstanding completion to the Plan (nothing is copied), release every
