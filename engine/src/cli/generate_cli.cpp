@@ -22,7 +22,8 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
   cli->model = g->add_option("--model", c.model, "the GGUF (required)");
   add_pager_arm_flags(g, c.pager, cli->pager, "llama.cpp compute threads",
                       "fail a fault not served (or a generation not moving) within this many seconds",
-                      "load the model and create the context, generate nothing", "recycle-live: N is a pass");
+                      "load the model and create the context, generate nothing", "held-consumer: N is an object step; reset-outstanding: a read; recycle-live: a pass; "
+                      "shutdown-live-consumer: N unused");
   cli->prompt = g->add_option("--prompt", c.prompt, "the prompt (required)");
   add_uint(g, "--tokens", c.tokens, "generated tokens (greedy)")->capture_default_str();
   add_uint(g, "--ctx", c.ctx, "context size")->capture_default_str();
@@ -38,6 +39,9 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
                 "negative control: read a MoE layer's routes at <NAME>-N instead of ffn_moe_topk-N (a name the graph "
                 "lacks stops the run at the first expert-kernel read, naming the node)")
       ->capture_default_str();
+  g->add_flag("--warm-request", c.warm_request,
+              "C12: after the request, reset (llama.cpp's memory and the Plan), serve the same prompt again with the "
+              "pager's resident chunks kept, reset again, shut down (run.json requests; a pager arm)");
   g->add_flag("--repack", c.repack,
               "negative control: let llama.cpp repack weights at load; the load check then refuses a model whose weights "
               "are no longer file-backed (exit 2)");

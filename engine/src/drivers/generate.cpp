@@ -66,6 +66,7 @@ void GenerateRun::open_pager() {
   pc.step_chunks = steps_;
   pc.max_pins = a_.threads;
   pc.huge = huge_mode(cfg_);
+  if (a_.fault.cell == FaultCell::ResetOutstanding) pc.reset_at_read = a_.fault.at;
   if (pc.readahead) {
     // F reads the next object's chunks while the current one computes. Not the embd
     // object's: its step reads the rows of a token not chosen yet (the previous pass's output
@@ -123,6 +124,7 @@ std::string GenerateRun::verdict() {
     v.audit = "signal audit: " + std::to_string(sequence_errors_) + " object step(s) out of the declared order, " +
               std::to_string(audit_.out_of_order()) + " consumption signal(s) out of step order";
   v.control = probe_error();
+  if (v.control.empty()) v.control = driver_cell_error();
   return pager_verdict(pager_.get(), v, a_, fault_report_.get());
 }
 
@@ -179,6 +181,11 @@ int run_generate(const GenerateConfig& cfg) {
   if (cfg.ctx < 8) throw InputError("--ctx must be at least 8");
   if (cfg.prompt.empty()) throw InputError("--prompt must not be empty");
   if (cfg.tokens >= cfg.ctx) throw InputError("--tokens must be smaller than --ctx");
+  if (cfg.warm_request && !policy_of(cfg.pager.arm))
+    throw InputError("--warm-request needs a pager arm: kernel-mmap has no Plan to reset and keeps no chunks of its own");
+  if (cfg.warm_request && cfg.pager.calibrate) throw InputError("--warm-request serves requests; --calibrate generates nothing");
+  if (cfg.warm_request && cfg.pager.fault.active())
+    throw InputError("--warm-request takes no --fault (" + to_string(cfg.pager.fault) + "): a cell is judged on one request");
   capture_llama_log();
   // The model's header and tensor table (a split GGUF and a GGUF without architecture are
   // refused here), then whether llama.cpp knows the architecture, then the objects.
@@ -195,7 +202,7 @@ int run_generate(const GenerateConfig& cfg) {
   } catch (const InputError& e) {
     throw InputError("model " + cfg.model + ": " + e.what());
   }
-  if (static_cast<uint64_t>(cfg.tokens + 2) * m.steps_per_pass() > UINT32_MAX)
+  if (static_cast<uint64_t>(cfg.tokens + 2) * (cfg.warm_request ? 2 : 1) * m.steps_per_pass() > UINT32_MAX)
     throw InputError("--tokens times the object steps per pass exceeds the trace's u32 step field");
   GenerateRun run(cfg, std::move(m), std::move(g));
   return run.execute();

@@ -42,6 +42,11 @@ struct GenerateConfig {
   // Every this many tokens (and at the last) one progress line on stderr, also when stderr
   // is a log file; 0: only on a terminal (a line redrawn in place).
   uint32_t progress_every = 0;
+  // --warm-request (C12, reference 004 Appendix A.3): one process serves the primary request
+  // (the run's generation, its outputs), a reset (llama.cpp's memory cleared, the Plan's
+  // epoch advanced), the same prompt and --tokens again with the pager's resident chunks
+  // kept (the warm request), another reset and the shutdown. A pager arm only.
+  bool warm_request = false;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

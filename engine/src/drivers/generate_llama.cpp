@@ -216,6 +216,10 @@ int32_t GenerateRun::argmax(const float* row) const {
 // cache as we go, so it does not grow the process's memory) and is hashed.
 void GenerateRun::take_row(uint32_t i, const float* row) {
   const size_t row_bytes = static_cast<size_t>(n_vocab_) * sizeof(float);
+  if (!write_logits_) {  // the warm request: hashed only
+    row_sha_.push_back(sha256_hex(row, row_bytes));
+    return;
+  }
   const off_t off = static_cast<off_t>(i) * static_cast<off_t>(row_bytes);
   size_t done = 0;
   while (done < row_bytes) {
@@ -307,8 +311,6 @@ void GenerateRun::generate_tokens(llama_context* ctx, const llama_vocab* vocab) 
 
 // ---- the driver thread -----------------------------------------------------------------------
 
-namespace {
-
 std::string detokenize(const llama_vocab* vocab, const std::vector<llama_token>& tokens) {
   std::vector<char> tb(tokens.size() * 16 + 64);
   auto run = [&] {
@@ -322,8 +324,6 @@ std::string detokenize(const llama_vocab* vocab, const std::vector<llama_token>&
   }
   return std::string(tb.data(), static_cast<size_t>(std::max(n, 0)));
 }
-
-}  // namespace
 
 void GenerateRun::drive() {
   llama_model* model = nullptr;
@@ -357,7 +357,14 @@ void GenerateRun::drive() {
       logits_fd_ = ::open(logits_tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (logits_fd_ < 0) throw RunError("cannot create " + logits_tmp_ + ": " + errno_name(errno));
       in_generation_.store(true);
+      const uint64_t misses0 = misses_.load(), io0 = proc_read_bytes().value_or(0);
       generate_tokens(ctx, vocab);
+      if (cfg_.warm_request && run_error_.empty()) {
+        requests_.push_back(request_log("primary", vocab, misses0, io0));
+        serve_warm_request(ctx, vocab);
+      }
+      release_held();    // held-consumer fired at the last step: let go before the shutdown
+      probe_shutdown();  // shutdown-live-consumer
       t_end_.store(now_ns());
       if (pager_) region_huge_bytes_ = pager_->region_huge_bytes();
       io_end_.store(proc_read_bytes().value_or(io0_.load()));

@@ -129,6 +129,8 @@ nlohmann::json GenerateRun::record(const std::string& error) {
   add_pager_sections(j, p, a_, fault_report_.get());
   const bool probe = a_.fault.cell == FaultCell::RecycleLive;
   if (probe) j["fault"]["fired"] = probe_.fired;
+  if (j["fault"].is_object()) add_driver_cell_json(j["fault"]);
+  j["requests"] = requests_json();
   j["recycle_probe"] = !probe ? nlohmann::json(nullptr)
                               : nlohmann::json{{"pass", a_.fault.at},
                                                {"fired", probe_.fired},
@@ -160,7 +162,6 @@ nlohmann::json GenerateRun::record(const std::string& error) {
 // A successful run's generation: the logit rows (renamed into place), their sha256 per row,
 // the tokens and the response text.
 void GenerateRun::write_generation() {
-  const auto replace = nlohmann::json::error_handler_t::replace;
   if (logits_fd_ >= 0) {
     if (::fsync(logits_fd_) != 0 || ::close(logits_fd_) != 0)
       throw RunError("cannot flush " + logits_tmp_ + ": " + errno_name(errno));
@@ -168,12 +169,20 @@ void GenerateRun::write_generation() {
     if (::rename(logits_tmp_.c_str(), (a_.out + "/logits.f32").c_str()) != 0)
       throw RunError("cannot rename " + logits_tmp_ + ": " + errno_name(errno));
   }
-  std::string sums;
-  for (size_t i = 0; i < row_sha_.size(); ++i) sums += std::to_string(i) + " " + row_sha_[i] + "\n";
-  write_file_atomic(a_.out + "/logits.sha256", sums);
-  nlohmann::json tj = {{"prompt", cfg_.prompt}, {"prompt_tokens", prompt_tokens_}, {"tokens", tokens_}, {"text", text_}};
-  write_file_atomic(a_.out + "/tokens.json", tj.dump(2, ' ', false, replace) + "\n");
+  write_file_atomic(a_.out + "/logits.sha256", logits_sums(row_sha_));
+  write_file_atomic(a_.out + "/tokens.json", tokens_file(tokens_, text_));
   write_file_atomic(a_.out + "/response.txt", text_);
+}
+
+std::string GenerateRun::tokens_file(const std::vector<llama_token>& tokens, const std::string& text) const {
+  nlohmann::json tj = {{"prompt", cfg_.prompt}, {"prompt_tokens", prompt_tokens_}, {"tokens", tokens}, {"text", text}};
+  return tj.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string GenerateRun::logits_sums(const std::vector<std::string>& row_sha) {
+  std::string sums;
+  for (size_t i = 0; i < row_sha.size(); ++i) sums += std::to_string(i) + " " + row_sha[i] + "\n";
+  return sums;
 }
 
 void GenerateRun::write_outputs(const std::string& error, bool with_generation) {

@@ -40,6 +40,8 @@ void capture_llama_log();
 // InputError (exit 2, one line naming the model) unless llama.cpp loads the model's header
 // and vocabulary: an architecture the pinned llama.cpp does not know is said here.
 void check_loadable(const std::string& model, const GgufSummary& g);
+// The text of `tokens` (no special tokens rendered).
+std::string detokenize(const llama_vocab* vocab, const std::vector<llama_token>& tokens);
 
 class GenerateRun final : public StepListener {
  public:
@@ -52,6 +54,32 @@ class GenerateRun final : public StepListener {
   void routes(int layer, std::vector<std::vector<int32_t>> experts) override;
 
  private:
+  // --fault held-consumer (generate_cells.cpp): the extra consumer the driver keeps on one
+  // chunk past its step's end, and the Plan's answers to reusing it meanwhile.
+  struct HeldCell {
+    bool fired = false, released = false;
+    ChunkId chunk = 0;
+    uint64_t step = 0;        // the step whose chunk it is (the fire point)
+    uint64_t until = 0;       // the last step it is held through
+    uint64_t held_steps = 0;  // steps held beyond its own
+    uint64_t attempts = 0, refusals = 0;  // reuse asked of the Plan / refused by it (consumers-live)
+    PlanError other = PlanError::None;    // a different answer, when there was one
+    bool recycled = false;                // the Plan agreed to reuse it: the cell failed
+  };
+  // --fault shutdown-live-consumer: the Plan's answer to a shutdown under a live consumer.
+  struct ShutdownCell {
+    bool fired = false;
+    ChunkId chunk = 0;
+    PlanError answer = PlanError::None;
+  };
+  // One request of --warm-request (generate_warm.cpp).
+  struct RequestLog {
+    std::string kind;
+    std::vector<llama_token> tokens;
+    std::string tokens_sha256, logits_sha256;
+    uint64_t misses = 0, physical_bytes_read = 0;
+  };
+
   struct RecycleProbe {
     bool fired = false;
     ChunkId chunk = 0;
@@ -84,6 +112,18 @@ class GenerateRun final : public StepListener {
   void touch_progress();
   void maybe_probe_recycle(uint32_t old);
   std::string probe_error() const;
+  // generate_cells.cpp: the driver cells held-consumer and shutdown-live-consumer.
+  void hold_for_cell(uint32_t old, uint64_t consumed, const std::vector<ChunkId>& next, bool next_oversize);
+  void ask_held_reuse(uint64_t consumed);
+  void release_held();
+  void probe_shutdown();
+  std::string driver_cell_error() const;
+  void add_driver_cell_json(nlohmann::json& fault) const;
+  // generate_warm.cpp: --warm-request.
+  void serve_warm_request(llama_context* ctx, const llama_vocab* vocab);
+  void reset_request(llama_context* ctx);
+  RequestLog request_log(const char* kind, const llama_vocab* vocab, uint64_t misses0, uint64_t io0) const;
+  nlohmann::json requests_json() const;
   // generate_llama.cpp: the driver thread.
   void drive();
   bool load_model(llama_model*& model);
@@ -105,6 +145,9 @@ class GenerateRun final : public StepListener {
   nlohmann::json consumer_json() const;
   nlohmann::json destination_json() const;
   void write_outputs(const std::string& error, bool with_generation);
+  // tokens.json's bytes and logits.sha256's (one line per row), for a request's tokens/rows.
+  std::string tokens_file(const std::vector<llama_token>& tokens, const std::string& text) const;
+  static std::string logits_sums(const std::vector<std::string>& row_sha);
   void write_generation();
   [[noreturn]] void fail_now(const std::string& error);
 
@@ -147,6 +190,12 @@ class GenerateRun final : public StepListener {
   uint64_t sequence_errors_ = 0;
   std::optional<std::string> audit_error_;
   RecycleProbe probe_;
+  HeldCell held_;
+  ShutdownCell shut_cell_;
+  std::vector<RequestLog> requests_;
+  bool write_logits_ = true;  // take_row writes logits.f32 (the primary request only)
+  uint32_t reset_errors_ = 0;
+  std::string reset_error_;
   std::mutex routes_mu_;
   std::vector<std::string> routes_;
   std::vector<llama_token> prompt_tokens_, tokens_;

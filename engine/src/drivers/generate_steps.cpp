@@ -30,7 +30,7 @@ GenerateRun::GenerateRun(const GenerateConfig& cfg, Manifest m, GgufSummary g)
 size_t GenerateRun::reserve_records() const {
   uint64_t per_pass = 0;
   for (const auto& s : steps_) per_pass += s.size();
-  const uint64_t passes = cfg_.tokens + 2;
+  const uint64_t passes = (cfg_.tokens + 2) * (cfg_.warm_request ? 2 : 1);
   return static_cast<size_t>(passes * (per_pass * 4 + S_) + 1024);
 }
 
@@ -67,7 +67,9 @@ void GenerateRun::object_entered(uint32_t obj) {
   if (cur_entered_) enter(obj);  // the new chunks are held before the old ones are let go
   signal(consumed, next, !cur_entered_);
   if (old_entered) maybe_probe_recycle(old);
+  if (old_entered) hold_for_cell(old, consumed, access_chunks(obj), !cur_entered_);
   if (old_entered) leave(old);
+  ask_held_reuse(consumed);
   cur_ = static_cast<int>(obj);
   cur_step_ = next;
 }
@@ -94,6 +96,7 @@ void GenerateRun::finish_pass() {
   record_accesses(old, consumed);
   signal(consumed, (pass_ + 1) * S_, false);
   if (cur_entered_) leave(old);
+  ask_held_reuse(consumed);
   cur_entered_ = false;
   pass_open_ = false;
   cur_ = -1;

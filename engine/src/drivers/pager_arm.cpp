@@ -9,6 +9,11 @@
 
 namespace resid {
 
+bool is_generate_driver_fault(FaultCell f) {
+  return f == FaultCell::HeldConsumer || f == FaultCell::ResetOutstanding || f == FaultCell::ShutdownLiveConsumer ||
+         f == FaultCell::RecycleLive;
+}
+
 // ---- flags ---------------------------------------------------------------------------------
 
 void check_pager_arm(const PagerArmConfig& c, uint32_t max_threads, const char* subcommand) {
@@ -28,10 +33,11 @@ void check_pager_fault(const FaultSpec& spec, Arm arm, SourceEngine source, cons
   const std::string cell = to_string(spec.cell), sub = subcommand;
   const bool generate = sub == "generate";
   const std::string here = std::string("short-read, eio, stale-completion, wrong-object, bundle-extent-failure, "
-                                       "out-of-order, stall") + (generate ? ", recycle-live" : "");
+                                       "out-of-order, stall") +
+                           (generate ? ", held-consumer, reset-outstanding, shutdown-live-consumer, recycle-live" : "");
   if (arm == Arm::KernelMmap)
     throw InputError("--fault " + cell + " needs a pager arm: kernel-mmap reads through the kernel's mapping, not a source");
-  if (!is_source_fault(spec.cell) && !(generate && spec.cell == FaultCell::RecycleLive))
+  if (!is_source_fault(spec.cell) && !(generate && is_generate_driver_fault(spec.cell)))
     throw InputError("--fault " + cell + " does not apply to " + sub + "; its cells are " + here);
   if (spec.cell == FaultCell::BundleExtentFailure && source != SourceEngine::Uring)
     throw InputError("--fault bundle-extent-failure needs read-ahead bundles of several reads (--source uring)");

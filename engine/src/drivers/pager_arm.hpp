@@ -44,9 +44,13 @@ struct PagerArmConfig {
 // watchdog, prefetch depth for pager-prefetch, windows and depth, the fault cell.
 void check_pager_arm(const PagerArmConfig& c, uint32_t max_threads, const char* subcommand);
 
+// The driver cells generate carries out itself (held-consumer, reset-outstanding,
+// shutdown-live-consumer, recycle-live).
+bool is_generate_driver_fault(FaultCell f);
+
 // The cells a pager-arm subcommand takes (InputError naming the cell and the ones that do
 // apply otherwise): every source cell on a pager arm, bundle-extent-failure only with the
-// uring source's read-ahead bundles, recycle-live only in generate.
+// uring source's read-ahead bundles, the driver cells only in generate.
 void check_pager_fault(const FaultSpec& spec, Arm arm, SourceEngine source, const char* subcommand);
 
 // The source of a pager arm, wrapped by the fault decorator when --fault names a source cell.
