@@ -60,6 +60,15 @@ def _cmd_gather(a) -> int:
 
         _need(a, "oracle", "model_identity", "reserve_bytes")
         t = gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
+    elif a.study in ("faults", "reset-warm"):
+        from . import gather_faults as gf
+
+        if a.study == "faults":
+            _need(a, "prespecified")
+            t = gf.gather_faults(a.run_dirs, json.loads(a.prespecified), a.out)
+        else:
+            _need(a, "oracle")
+            t = gf.gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
@@ -293,13 +302,15 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_region_identity)
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate"])
+    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
+                                     "faults", "reset-warm"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
     s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
     s.add_argument("--reserve-bytes", type=int, help="certificate: R_policy (eq. 1)")
     s.add_argument("--record", help="certificate: the certificate.json the table must agree with")
+    s.add_argument("--prespecified", help="faults: JSON list of C3's [adapter, cell] pairs")
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)

@@ -68,6 +68,7 @@ def _cross_check(config: dict) -> None:
     if ms and ms.get("depth", 0) > ms.get("windows", 0):
         raise ConfigError(f"config error: matched_source.depth: {ms['depth']} is more than the "
                           f"{ms['windows']} windows (in-flight reads need a window each)")
+    _check_faults(config.get("faults", {}))
     _check_models(config)
 
 
@@ -88,6 +89,31 @@ def _check_models(config: dict) -> None:
     if cert.startswith("user:") and cert[5:] not in names:
         raise ConfigError(f"config error: certificate.model: {cert!r} is not declared under models.user "
                           "(add an entry with name, path and sha256)")
+    for i, a in enumerate(config.get("faults", {}).get("adapters", [])):
+        if a.startswith("user:") and a[5:] not in names:
+            raise ConfigError(f"config error: faults.adapters[{i}]: {a!r} is not declared under models.user "
+                              "(add an entry with name, path and sha256)")
+
+
+# Fault cells that need reads in flight together, and so an asynchronous source with windows.
+_DEPTH_CELLS = ("out-of-order", "reset-outstanding")
+
+
+def _check_faults(f: dict) -> None:
+    """The fault campaign: C3's second-adapter set among the cells, each cell's firing point
+    declared, and no cell on a source it cannot apply to."""
+    if not f:
+        return
+    cells = f["cells"]
+    for c in f["c3_second_adapter"]:
+        if c not in cells:
+            raise ConfigError(f"config error: faults.c3_second_adapter: {c!r} is not in faults.cells ({', '.join(cells)})")
+    for c in cells:
+        if c != "none" and c not in f["at"]:
+            raise ConfigError(f"config error: faults.at: no firing point for cell {c!r} (add {c}: N)")
+        if c in _DEPTH_CELLS and (f["source"] != "uring" or f["windows"] < 2):
+            raise ConfigError(f"config error: faults.cells: {c!r} does not apply to source {f['source']} with "
+                              f"{f['windows']} window(s): it needs reads in flight together (source uring, windows >= 2)")
 
 
 def load(path: str | os.PathLike) -> dict:

@@ -462,7 +462,14 @@ TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_
                   "matched-source": lambda lin: matched_source_table(lin["run_dirs"], lin["identity"], lin["oracle"],
                                                                      lin.get("llama")),
                   "reclaim": lambda lin: _reclaim_table(lin),
-                  "certificate": lambda lin: _certificate_table(lin)}
+                  "certificate": lambda lin: _certificate_table(lin),
+                  "faults": lambda lin: _faults_table(lin), "reset-warm": lambda lin: _faults_table(lin)}
+
+
+def _faults_table(lin: dict) -> pa.Table:
+    from . import gather_faults as gf  # it builds on this module
+
+    return gf.faults_table(lin) if lin["study"] == "faults" else gf.reset_warm_table(lin)
 
 
 def _certificate_table(lin: dict) -> pa.Table:

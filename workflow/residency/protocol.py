@@ -14,8 +14,9 @@ from pathlib import Path
 
 # Campaigns that borrow another campaign's design: the matched source campaign runs the
 # model, prompt and token count of pager_model; the reclaim cells the synthetic study's
-# region, chunk size, source and calibration.
-ALSO_USES = {"matched_source": ("pager_model",), "reclaim": ("pager_synthetic",)}
+# region, chunk size, source and calibration; the fault cells the prompt of pager_model.
+ALSO_USES = {"matched_source": ("pager_model",), "reclaim": ("pager_synthetic",),
+             "faults": ("pager_model",)}
 
 
 def campaigns_of(input_paths: list[str], config: dict) -> tuple[list[str], list[str]]:

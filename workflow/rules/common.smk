@@ -2,10 +2,12 @@
 # digests, the residctl flags of a cell; tested in tests/test_cells.py) bound to the loaded
 # config. No logic here; rule files hold rules only.
 
+import json
 import re
+import shlex
 from functools import partial
 
-from residency import arms, cells
+from residency import arms, cells, fault_cells
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
 RESIDCTL = cells.residctl(config)
