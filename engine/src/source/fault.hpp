@@ -3,8 +3,9 @@
 //
 // `--fault CELL[@N]` (scan, generate, stream): one named, deterministic cell. N counts in
 // the cell's own unit (default 0): reads (in submission order, 0-based) for the source
-// cells, steps for held-consumer, passes for recycle-live; a cell fires at the first
-// eligible point at or after N.
+// cells and reset-outstanding, steps for held-consumer (generate: global object steps
+// across passes), passes for recycle-live; shutdown-live-consumer takes none. A cell fires
+// at the first eligible point at or after N; one that cannot fire fails the run.
 //
 // Source cells, carried out by FaultySource around any engine (nothing in a driver's or the
 // pager's read path knows about them):
@@ -24,10 +25,15 @@
 //   stall                   once read N is submitted the storage stops answering: no
 //                           completion comes until the source is drained (the watchdogs
 //                           must end the run; a control).
-// Driver cells (the drivers carry them out; the decorator is not involved):
-//   held-consumer, reset-outstanding, shutdown-live-consumer  (stream; recoverable)
-//   recycle-live   a negative control: generate asks the Plan to recycle a chunk with a live
-//                  consumer in pass N; the Plan must refuse.
+// Driver cells (the drivers carry them out; the decorator is not involved; scan takes none):
+//   held-consumer, reset-outstanding, shutdown-live-consumer  (stream and generate;
+//                  recoverable). In generate (drivers/generate_cells.cpp): the driver holds
+//                  one more consumer on a chunk of step N through the next step and asks the
+//                  Plan to reuse it meanwhile (refused: consumers-live); the pager thread
+//                  resets the Plan with reads in flight after read N (pager/reset.cpp); after
+//                  the last token the Plan refuses to shut down under a held chunk.
+//   recycle-live   a negative control (generate only): asks the Plan to recycle a chunk with
+//                  a live consumer in pass N; the Plan must refuse.
 #pragma once
 
 #include <cstdint>
