@@ -229,7 +229,8 @@ def c1_from_runs(work, doc):
         assert doc["verdict"] == "pass", doc["reasons"]
     else:  # no board: the reference's GPU half is named as not shown, and nothing else
         assert doc["verdict"] == "insufficient-evidence"
-        assert doc["reasons"] == ["unevaluable: /values/gpu_audited: value missing"], doc["reasons"]
+        assert [r.split(" (")[0] for r in doc["reasons"]] == ["unevaluable: /values/gpu_audited: value missing"], \
+            doc["reasons"]
 
 
 MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs}

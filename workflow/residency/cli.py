@@ -121,6 +121,18 @@ def _cmd_table(a) -> int:
         return 0
     if not a.runs:
         raise SystemExit(f"residency: error: table {a.table} needs --runs")
+    if a.table in ("table4-identity", "table7-faults"):
+        from . import tables_faults as tf
+
+        if a.table == "table7-faults":
+            tf.table7_faults(a.runs, a.out_stem)
+        else:
+            parts = a.runs.split(",")
+            if len(parts) != 4:
+                raise SystemExit("residency: error: table table4-identity needs --runs CERTIFICATE,MATCHED,FAULTS,WARM "
+                                 f"(four Parquet tables, comma-separated; got {len(parts)})")
+            tf.table4_identity(*parts, a.out_stem)
+        return 0
     if a.table in ("table3-principal", "table5-certificate"):
         from . import tables_certificate as tc
 
@@ -339,9 +351,11 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
     s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
-                                     "table3-principal", "table5-certificate"])
+                                     "table3-principal", "table4-identity", "table5-certificate", "table7-faults"])
     s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal: "
-                                                "claim records, comma-separated; table5-certificate: certificate.json")
+                                                "claim records, comma-separated; table5-certificate: certificate.json; "
+                                                "table4-identity: certificate, matched-source, faults and reset-warm "
+                                                "Parquet, comma-separated")
     s.add_argument("--models", default=None,
                    help="models: JSON list of {name, runs, opt, inventory, claims: [record paths]}")
     s.add_argument("--opt", default=None, help="the OPT table (pager tables)")

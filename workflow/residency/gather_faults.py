@@ -84,7 +84,7 @@ def _ref(run_dir: Path, cls: str) -> Path | None:
     return run_dir.parent / ("oracle" if cls == "control" else "none")
 
 
-def fault_row(run_dir: Path, prespecified: bool) -> dict:
+def fault_row(run_dir: Path, prespecified: bool, rank: int) -> dict:
     harness = json.loads((run_dir / "harness.json").read_text())
     meta, gpu, auth = harness["meta"], harness.get("gpu") or {}, harness["host"].get("authority") or {}
     f, row = facts(run_dir, _ref(run_dir, meta["class"]))
@@ -92,7 +92,7 @@ def fault_row(run_dir: Path, prespecified: bool) -> dict:
     valid, reasons = fault_validators.verdict(checks)
     ident = row["identity"]
     x = f["fault"] or {}
-    return {"adapter": meta["adapter"], "cell": f["cell"], "class": f["class"], "prespecified": prespecified,
+    return {"adapter": meta["adapter"], "adapter_rank": rank, "cell": f["cell"], "class": f["class"], "prespecified": prespecified,
             "at": row["at"], "status": f["status"], "error": row["error"], "fired": checks["fired"],
             "tokens": f["tokens"], "logit_rows": f["logit_rows"],
             "rejection_kind": (f["rejection"] or {}).get("kind"),
@@ -114,18 +114,22 @@ def fault_row(run_dir: Path, prespecified: bool) -> dict:
 
 def faults_table(lin: dict) -> pa.Table:
     pre = {tuple(p) for p in lin["prespecified"]}
+    order = lin["adapters"]
     rows = []
     for d in lin["run_dirs"]:
         p = Path(d)
-        rows.append(fault_row(p, (p.parent.name, p.name) in pre))
+        rows.append(fault_row(p, (p.parent.name, p.name) in pre, order.index(p.parent.name)))
     return pa.Table.from_pylist(rows)
 
 
 def gather_faults(run_dirs: list[str | os.PathLike], prespecified: list[list[str]], out: str) -> pa.Table:
     """Write results/faults.parquet: the fault cells' run directories (oracles are not rows:
-    they are what the controls are compared with), C3's prespecified (adapter, cell) pairs."""
+    they are what the controls are compared with), C3's prespecified (adapter, cell) pairs,
+    the first adapter's first (its order is the adapters' order: adapter_rank)."""
+    adapters = list(dict.fromkeys(a for a, _ in prespecified))
+    adapters += sorted({Path(d).parent.name for d in run_dirs} - set(adapters))
     lin = {"kind": "gather", "study": "faults", "run_dirs": sorted(map(str, run_dirs)),
-           "prespecified": sorted(map(list, prespecified))}
+           "prespecified": sorted(map(list, prespecified)), "adapters": adapters}
     return _write(faults_table(lin), lin, out)
 
 

@@ -1,7 +1,7 @@
 # Paper tables: CSV, Markdown and LaTeX from Parquet.
 
 TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs", "models",
-                                                       "table3-principal", "table5-certificate")
+                                                       "table3-principal", "table5-certificate", "table4-identity", "table7-faults")
           for ext in ("csv", "md", "tex")]
 TABLE3_CLAIMS = ["claims/C1.json", "claims/C2.json", "claims/C8.json"]  # the principal records, one row each
 # every further model's pager-model table (results/sweep/<name>/tables/)
@@ -136,3 +136,36 @@ rule table_models:
         CONDA_ENV
     shell:
         "residency table models --models {params.models} --out-stem {params.stem} 2> {log}"
+
+
+rule table4_identity:
+    input:
+        runs=[cells.CERT_TABLE, "results/matched_source.parquet", fault_cells.FAULT_TABLE, fault_cells.WARM_TABLE],
+        code=residency_code("tables.py", "tables_faults.py"),
+    output:
+        table_outputs("table4-identity"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+        runs=lambda w, input: ",".join(input.runs),
+    log:
+        f"{LOGS}/table4-identity.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table4-identity --runs {params.runs} --out-stem {params.stem} 2> {log}"
+
+
+rule table7_faults:
+    input:
+        runs=fault_cells.FAULT_TABLE,
+        code=residency_code("tables.py", "tables_faults.py"),
+    output:
+        table_outputs("table7-faults"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table7-faults.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table7-faults --runs {input.runs} --out-stem {params.stem} 2> {log}"

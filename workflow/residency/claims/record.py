@@ -105,7 +105,7 @@ def verdict_of(doc: dict, insufficient: list[str]) -> tuple[str, list[str]]:
         ok, why = check(a, doc)
         if ok is None:
             unevaluable = True
-            reasons.append(f"unevaluable: {why}")
+            reasons.append(f"unevaluable: {why}" + (f" ({a['why']})" if a.get("why") else ""))
         elif not ok:
             failed = True
             reasons.append(f"failed: {why}" + (f" ({a['why']})" if a.get("why") else ""))
