@@ -33,6 +33,8 @@ def test_study_runs_count_every_cell_of_the_default_config():
     assert len(runs["pager_model"]) == len(pm["arms"]) * (len(pm["ratios"]) * pm["reps"] + reps) + pm["baseline_reps"]
     assert len(runs["matched_source"]) == 2 + 2 * len(cfg["matched_source"]["pairs"])
     assert len(runs["reclaim"]) == 2 * cfg["reclaim"]["reps"] and len(runs["certificate"]) == 2
+    f = cfg["faults"]  # every cell and an oracle per adapter, and the reset/warm cell
+    assert len(runs["faults"]) == len(f["adapters"]) * (len(f["cells"]) + 1) + 1
     assert all(len(set(r)) == len(r) for r in runs.values())
 
 

@@ -2,9 +2,11 @@
 
 A claim module computes `values` from Parquet and states `assertions` about them (the
 reference document's qualitative statement, tested on this machine's numbers). The
-verdict follows mechanically: `insufficient-evidence` when the module says evidence is
-missing or an assertion points at a missing value, `fail` when an assertion does not
-hold, `pass` otherwise. The reference's own numbers live in `reference_statement` only.
+verdict follows mechanically: `insufficient-evidence` when the module says its evidence is
+missing or unfit (its values then say nothing either way); else `fail` when an assertion
+does not hold (the claim asserts every half of its statement: one false half makes it
+false, also when another half's value is missing); else `insufficient-evidence` when an
+assertion points at a missing value; `pass` otherwise. The reference's own numbers live in `reference_statement` only.
 """
 
 from __future__ import annotations
@@ -109,9 +111,11 @@ def verdict_of(doc: dict, insufficient: list[str]) -> tuple[str, list[str]]:
         elif not ok:
             failed = True
             reasons.append(f"failed: {why}" + (f" ({a['why']})" if a.get("why") else ""))
-    if insufficient or unevaluable:
+    if insufficient:
         return "insufficient-evidence", reasons
-    return ("fail" if failed else "pass"), reasons
+    if failed:
+        return "fail", reasons
+    return ("insufficient-evidence" if unevaluable else "pass"), reasons
 
 
 def plain(obj: Any) -> Any:
