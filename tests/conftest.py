@@ -27,6 +27,9 @@ def tiny_config(build_dir: str) -> dict:
     # would leave F fewer chunks than two compute threads need, so the tiny study runs at 0.75.
     cfg["matched_source"].update(ratio=0.75, pairs=["D-F", "F-D"])
     cfg["reclaim"].update(reps=1, swap_bytes=16 << 20, watchdog_s=60)
+    # A few fault cells on each adapter (the tiny study's dense model as the second).
+    cfg["faults"].update(adapters=["synthetic-moe", "synthetic-dense"], c3_second_adapter=["none", "held-consumer"],
+                         cells=["none", "short-read", "stale-completion", "held-consumer", "reset-outstanding"])
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg
 

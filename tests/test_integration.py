@@ -28,7 +28,9 @@ def test_outputs_exist(campaign):
                 "figures/08-matched-source-pairs.png", "claims/C2.json", "claims/C8.json",
                 "results/reclaim.parquet", "figures/04-reclaim-authority.png", "claims/P3.json",
                 "claims/C1.json", "results/runs/certificate/certificate.json",
-                "results/tables/table3-principal.md", "results/tables/table5-certificate.tex"]:
+                "results/tables/table3-principal.md", "results/tables/table5-certificate.tex",
+                "results/faults.parquet", "results/faults_reset_warm.parquet", "claims/C3.json", "claims/C12.json",
+                "results/tables/table4-identity.md", "results/tables/table7-faults.csv"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -233,6 +235,27 @@ def c1_from_runs(work, doc):
             doc["reasons"]
 
 
+def faults_from_runs(work: Path, cid: str, doc: dict) -> None:
+    """C3, C12: every cell ran as its own job under the harness; under a hard host limit every
+    cell (C3's and the rest) is valid and the reset/warm process equals the oracle, so the only
+    unshown half is the GPU one (no board here), named; without a hard limit, insufficient."""
+    cells = pd.read_parquet(work / "results" / "faults.parquet")
+    assert sorted(set(cells["adapter"])) == ["synthetic-dense", "synthetic-moe"] and len(cells) == 10
+    assert cells["prespecified"].sum() == 5 + 2 and set(cells["class"]) == {"control", "fatal", "recoverable"}
+    hard = (cells["host_grade"] == "hard").all()
+    if hard:
+        assert cells["valid"].eq(True).all(), cells[["adapter", "cell", "reasons"]].to_string()
+    unshown = [r.split(":")[1].strip() for r in doc["reasons"]]
+    if hard and doc["values"].get("gpu_grades", [doc["values"].get("gpu_grade")]) != ["audited"]:
+        assert doc["verdict"] == "insufficient-evidence"
+        assert unshown == ["/values/gpu_boundary" if cid == "C3" else "/values/gpu_audited"], doc["reasons"]
+    elif not hard:
+        assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+    table7 = (work / "results" / "tables" / "table7-faults.md").read_text()
+    assert ("held-consumer: valid" in table7 and "stale-completion: valid" in table7) or not hard, table7
+    assert "byte-identical across these rows" in (work / "results" / "tables" / "table4-identity.md").read_text()
+
+
 MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs}
 
 
@@ -248,6 +271,8 @@ def test_claims_hold_and_verify(campaign):
             p3_as_this_machine_allows(work, doc)
         elif cid == "C1":
             c1_from_runs(work, doc)
+        elif cid in ("C3", "C12"):
+            faults_from_runs(work, cid, doc)
         else:
             expected_verdict(cid, doc, grades == {"hard"})
         if cid in MEASURED and doc["verdict"] != "insufficient-evidence":
@@ -257,7 +282,7 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["C1", "C2", "C8", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
+        ["C1", "C2", "C3", "C8", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
 
 
 def test_rerun_is_a_no_op(campaign):
