@@ -420,19 +420,28 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .config import ConfigError
-    from .history import HistoryError
-    from .manifest import ManifestError
-    from .summary import SummaryError
-    from .verify import VerifyError
+# The one-line input errors, by module. Looked up among the modules the command loaded (an
+# error of a module that was never imported cannot be raised), so a command imports only
+# what it uses: `residency run`, once per cell, stays clear of scipy and pandas.
+INPUT_ERRORS = {"residency.config": "ConfigError", "residency.history": "HistoryError",
+                "residency.manifest": "ManifestError", "residency.summary": "SummaryError",
+                "residency.verify": "VerifyError"}
 
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    loaded = [getattr(sys.modules[m], name) for m, name in INPUT_ERRORS.items() if m in sys.modules]
+    return (FileNotFoundError, *loaded)
+
+
+def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "cmd", None) and args.cmd[:1] == ["--"]:
         args.cmd = args.cmd[1:]
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError, ManifestError, HistoryError, SummaryError, VerifyError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _input_errors()):
+            raise
         print(f"residency: error: {exc}", file=sys.stderr)
         return 2
 
