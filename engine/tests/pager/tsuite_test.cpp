@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <cstring>
 #include <filesystem>
@@ -752,8 +753,9 @@ struct UringRig {
   Trace trace{1 << 14};
   std::unique_ptr<Pager> pager;
   std::shared_ptr<const FaultReport> fault;
-  explicit UringRig(ChunkId chunks, FaultSpec spec = {}) {
+  explicit UringRig(ChunkId chunks, FaultSpec spec = {}, std::optional<uint64_t> reset_at_read = {}) {
     test::write_pattern_file(path, chunks * kChunk, kSeed);
+    cfg.reset_at_read = reset_at_read;
     cfg.chunk_size = kChunk;
     cfg.budget_chunks = 8;
     cfg.eager_reconcile = true;
@@ -769,6 +771,28 @@ struct UringRig {
     pager = std::make_unique<Pager>(std::move(fs.source),
                                     make_policy(PolicyKind::Declared, chunks, DeclaredSequence{cfg.step_chunks}), cfg, &trace);
   }
+
+  // `steps` object steps as generate runs them (the new step's chunks entered before the old
+  // ones are let go), `between(g)` before step g's signal; returns the wrong words read.
+  uint64_t run_steps(uint64_t steps, const std::function<void(uint64_t)>& between = {}) {
+    const uint64_t S = cfg.step_chunks.size();
+    pager->set_step(0);
+    pager->set_readahead_horizon(steps - 1);
+    pager->start();
+    uint64_t bad = 0;
+    for (uint64_t g = 0; g < steps; ++g) {
+      const auto& cs = cfg.step_chunks[g % S];
+      for (ChunkId c : cs) pager->enter(c);
+      if (between) between(g);
+      if (g > 0) pager->step_boundary(g - 1, g);
+      for (ChunkId c : cs) bad += verify_pattern(pager->base() + c * kChunk, c * kChunk, kChunk, kSeed).bad_words;
+      if (g > 0)
+        for (ChunkId c : cfg.step_chunks[(g - 1) % S]) pager->leave(c);
+    }
+    for (ChunkId c : cfg.step_chunks[(steps - 1) % S]) pager->leave(c);
+    pager->step_boundary(steps - 1, steps);
+    return bad;
+  }
 };
 
 }  // namespace
@@ -782,22 +806,8 @@ TEST(TSuite, Uring_ReadAheadBundlesAreExactAndCloseBalanced) {
   UringRig rig(kChunks);
   auto& pager = rig.pager;
   const PagerConfig& cfg = rig.cfg;
-  const uint64_t S = cfg.step_chunks.size(), steps = 3 * S;
-  pager->set_step(0);
-  pager->set_readahead_horizon(steps - 1);
-  pager->start();
-  uint64_t bad = 0;
-  for (uint64_t g = 0; g < steps; ++g) {
-    const auto& cs = cfg.step_chunks[g % S];
-    for (ChunkId c : cs) pager->enter(c);
-    if (g > 0) pager->step_boundary(g - 1, g);
-    for (ChunkId c : cs) bad += verify_pattern(pager->base() + c * kChunk, c * kChunk, kChunk, kSeed).bad_words;
-    if (g > 0)
-      for (ChunkId c : cfg.step_chunks[(g - 1) % S]) pager->leave(c);
-  }
-  for (ChunkId c : cfg.step_chunks[(steps - 1) % S]) pager->leave(c);
-  pager->step_boundary(steps - 1, steps);
-  EXPECT_EQ(bad, 0u);
+  const uint64_t steps = 3 * cfg.step_chunks.size();
+  EXPECT_EQ(rig.run_steps(steps), 0u);
   const PagerStats st = pager->stats();
   EXPECT_FALSE(pager->failed()) << pager->error();
   EXPECT_GT(st.readahead_bundles, 0u);
@@ -916,4 +926,42 @@ TEST(TSuite, Protect_ResidentChunksAreLockedAndEvictionsStillFreeThem) {
     rig.pager->shutdown();
   }
   EXPECT_EQ(vm_locked_bytes(), 0u) << "the pager's end unlocks the process";
+}
+
+// Plan resets through the pager (generate's reset-outstanding cell and --warm-request): one
+// by the pager thread once read 2 was submitted with reads in flight, one asked by the
+// driver between steps. Reads of the old epoch come back StaleEpoch and are retired, never
+// copied or published; their chunks are read again in the new epoch, every byte exact; at
+// the end a shutdown under a held chunk is refused (consumers-live) and the real one is ok.
+TEST(TSuite, Uring_ResetsWithReadsInFlightRereadExactly) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 24;
+  UringRig rig(kChunks, {}, 2);
+  auto& pager = rig.pager;
+  PlanResult<uint32_t> asked{PlanError::InvalidTransition, 0};
+  const uint64_t steps = 3 * rig.cfg.step_chunks.size();
+  EXPECT_EQ(rig.run_steps(steps, [&](uint64_t g) { if (g == steps / 2) asked = pager->reset(); }), 0u);
+  EXPECT_EQ(asked.error, PlanError::None);
+  pager->enter(0);
+  EXPECT_EQ(pager->try_plan_shutdown(), PlanError::ConsumersLive);
+  pager->leave(0);
+  const PagerStats st = pager->stats();
+  EXPECT_FALSE(pager->failed()) << pager->error();
+  EXPECT_TRUE(st.reset.cell_fired);
+  EXPECT_GE(st.reset.cell_read, 2u);
+  EXPECT_GE(st.reset.cell_outstanding, 2u);
+  EXPECT_EQ(st.reset.resets, 2u);
+  EXPECT_EQ(st.reset.stale_published, 0u);
+  EXPECT_EQ(st.reconcile_mismatches, 0u) << pager->first_mismatch();
+  pager->shutdown();
+  ASSERT_TRUE(pager->plan_shutdown().has_value());
+  EXPECT_EQ(*pager->plan_shutdown(), PlanError::None);
+  const PlanCounters pc = pager->plan().counters();
+  EXPECT_EQ(pc.resets, 2u);
+  EXPECT_GE(pc.tickets_invalidated, 1u);
+  EXPECT_EQ(pc.tickets_issued, pc.tickets_copied + pc.tickets_invalidated);
+  EXPECT_EQ(pc.shutdown_refusals, 1u);
+  EXPECT_EQ(pc.reconcile_violations, 0u) << pager->plan().first_violation();
+  EXPECT_TRUE(pager->plan().balance().balanced());
+  EXPECT_EQ(pager->source_report().tickets_outstanding_at_close, 0u);
 }
