@@ -20,8 +20,8 @@ MATCHED = ("results", "matched_source.parquet")
 def edit(root, parts, change):
     p = root.joinpath(*parts)
     df = pd.read_parquet(p)
-    change(df)
-    df.to_parquet(p, index=False)
+    out = change(df)  # a new frame, or None: changed in place
+    (df if out is None else out).to_parquet(p, index=False)
 
 
 def timed(resident=(1.0, 0.001), storage=(4.965, 0.014126), **kw):
@@ -72,9 +72,7 @@ def test_c9_fails_when_a_storage_run_is_not_exact(tmp_path):
 
 def test_c9_is_insufficient_without_the_baseline(tmp_path):
     root = timed()(tmp_path)
-    p = root.joinpath(*MODEL_RUNS)
-    df = pd.read_parquet(p)
-    df[df["campaign"] != "baseline"].to_parquet(p, index=False)
+    edit(root, MODEL_RUNS, lambda df: df[df["campaign"] != "baseline"])
     doc = claims.make("C9", root, SETTINGS)
     assert doc["verdict"] == "insufficient-evidence"
     assert any("no unconstrained baseline runs" in r for r in doc["reasons"])
