@@ -133,11 +133,13 @@ def _cmd_table(a) -> int:
                                  f"(four Parquet tables, comma-separated; got {len(parts)})")
             tf.table4_identity(*parts, a.out_stem)
         return 0
-    if a.table in ("table3-principal", "table5-certificate"):
+    if a.table in ("table3-principal", "table5-certificate", "table10-negative-results"):
         from . import tables_certificate as tc
 
         if a.table == "table3-principal":
             tc.table3_principal(a.runs.split(","), a.out_stem)
+        elif a.table == "table10-negative-results":
+            tc.table10_negative(a.runs.split(","), a.out_stem)
         else:
             tc.table5_certificate(a.runs, a.out_stem)
         return 0
@@ -351,9 +353,10 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
     s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
-                                     "table3-principal", "table4-identity", "table5-certificate", "table7-faults"])
-    s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal: "
-                                                "claim records, comma-separated; table5-certificate: certificate.json; "
+                                     "table3-principal", "table4-identity", "table5-certificate", "table7-faults",
+                                     "table10-negative-results"])
+    s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal, "
+                                                "table10-negative-results: claim records, comma-separated; table5-certificate: certificate.json; "
                                                 "table4-identity: certificate, matched-source, faults and reset-warm "
                                                 "Parquet, comma-separated")
     s.add_argument("--models", default=None,

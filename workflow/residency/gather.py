@@ -383,6 +383,7 @@ MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
     ("source_physical_bytes", pa.int64()),
     ("source_logical_bytes", pa.int64()),
     ("source_padding_bytes", pa.int64()),
+    ("source_read_ns", pa.int64()),           # time inside the source's reads (D: the blocking preads)
     ("source_physical_bytes_per_output", pa.float64()),
     ("headroom_bytes", pa.int64()),           # limit - peak
     ("limit_events_total", pa.int64()),       # limit events + (v1) vmpressure events
@@ -396,7 +397,7 @@ MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
 
 SOURCE_STATS = ("submissions", "completions", "peak_depth", "windows", "windows_free_at_close",
                 "tickets_outstanding_at_close", "dynamic_allocations", "rejections", "physical_bytes",
-                "logical_bytes", "padding_bytes")
+                "logical_bytes", "padding_bytes", "read_ns")
 
 
 def admission(row: dict) -> bool | None:

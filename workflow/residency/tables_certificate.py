@@ -1,6 +1,7 @@
-"""Paper tables 3 and 5 of reference 004: the principal results by evidence identity, one
-row per claim record (C1, C2, C8; never pooled), and the C1 certificate instance field by
-field (Table 1's obligations I, B/A, E, L)."""
+"""Paper tables 3, 5 and 10 of reference 004: the principal results by evidence identity, one
+row per claim record (C1, C2, C8; never pooled), the C1 certificate instance field by
+field (Table 1's obligations I, B/A, E, L), and the compact negative results (C10's
+stopped line, with C9's resident and storage-backed operating points), one row per record."""
 
 from __future__ import annotations
 
@@ -53,6 +54,34 @@ def _row(doc: dict) -> dict:
 def table3_principal(claim_paths: list[str], stem) -> pd.DataFrame:
     df = pd.DataFrame([_row(json.loads(Path(p).read_text())) for p in claim_paths])
     write_table(df, stem, "Table 3: principal results by evidence identity (values not pooled across rows)")
+    return df
+
+
+LINES = {"C10": "carrier premise (storage bandwidth for a prespecified throughput)",
+         "C9": "resident against storage-backed path (admissibility is not superiority)"}
+
+
+def _consequence(doc: dict) -> str:
+    """What the record's outcome means for the line, from its own values and verdict."""
+    v = doc["values"]
+    if doc["verdict"] == "insufficient-evidence":
+        return "No outcome: " + "; ".join(doc.get("insufficient") or doc["reasons"])
+    if doc["id"] == "C10":
+        return ("The carrier premise did not advance to the next experiment; the stop is kept."
+                if v.get("decision") == "stop" else
+                "The premise holds on this machine: the line advances, the reference's stop does not reproduce.")
+    return ("Two operating points of one model, not a ranking: the storage-backed path runs when capacity is "
+            "binding; " + ("the resident path is preferable when latency is the objective."
+                           if doc["verdict"] == "pass" else "the reference's statement does not hold here."))
+
+
+def table10_negative(claim_paths: list[str], stem) -> pd.DataFrame:
+    docs = [json.loads(Path(p).read_text()) for p in claim_paths]
+    df = pd.DataFrame([{"record": d["id"], "line": LINES.get(d["id"], d["id"]),
+                        "result": d["headline"], "consequence": _consequence(d), "verdict": d["verdict"]}
+                       for d in docs])
+    write_table(df, stem, "Table 10: compact negative results (C10) and the product comparison (C9); each scoped "
+                          "to its own identity and prespecified criterion")
     return df
 
 
