@@ -103,7 +103,7 @@ def test_model_and_matched_tables_hold_their_invariants(campaign):
 # recomputed from the raw run directories and every assertion evaluated.
 DETERMINED = {"P1": "pass", "P2": "pass", "P4": "pass", "P7": "pass", "P8": "pass", "P10": "pass", "P11": "pass",
               "P6": "insufficient-evidence"}
-NEEDS_HARD_LIMIT = {"P2", "P9", "C2", "C8"}  # cross-arm comparisons at equal host limits
+NEEDS_HARD_LIMIT = {"P2", "P9", "C2", "C8", "C9"}  # cross-arm comparisons at equal host limits
 
 
 def expected_verdict(cid: str, doc: dict, all_hard: bool) -> None:
@@ -256,7 +256,29 @@ def faults_from_runs(work: Path, cid: str, doc: dict) -> None:
     assert "byte-identical across these rows" in (work / "results" / "tables" / "table4-identity.md").read_text()
 
 
-MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs}
+def c9_from_runs(work: Path, doc: dict) -> None:
+    """C9: the ratios are the means of the runs the record names, as the Parquet has them."""
+    runs = pd.read_parquet(work / "results" / "pager_model.parquet")
+    v = doc["values"]
+    base = runs[runs["run_dir"].isin(v["resident"]["run_dirs"])]
+    store = runs[runs["run_dir"].isin(v["storage"]["run_dirs"])]
+    assert len(base) == v["resident"]["runs"] and len(store) == v["storage"]["runs"] > 0
+    assert set(store["arm"]) == {"pager-declared"} and set(store["r"]) == {doc["settings"]["c9_ratio"]}
+    want = store["wall_ns"].mean() / base["wall_ns"].mean()
+    assert v["storage_over_resident"]["total_wall"] == pytest.approx(want, rel=1e-9)
+
+
+def c10_from_runs(work: Path, doc: dict) -> None:
+    """C10: the need is the target times D's bytes per output; the decision follows from it."""
+    v = doc["values"]
+    assert v["target_tokens_per_s"] == doc["settings"]["c10_target_tokens_per_s"]
+    assert v["needed_bandwidth_bytes_per_s"] == pytest.approx(v["target_tokens_per_s"] * v["bytes_per_token"])
+    need, got = v["needed_bandwidth_bytes_per_s"], v["measured_bandwidth_bytes_per_s"]
+    assert v["decision"] == ("advance" if got >= need else "stop")
+
+
+MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs, "C9": c9_from_runs,
+            "C10": c10_from_runs}
 
 
 def test_claims_hold_and_verify(campaign):
@@ -282,7 +304,7 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["C1", "C2", "C3", "C8", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
+        ["C1", "C2", "C3", "C8", "C9", "C10", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
 
 
 def test_rerun_is_a_no_op(campaign):
