@@ -120,6 +120,7 @@ nlohmann::json GenerateRun::record(const std::string& error) {
   j["huge_chunks"] = {{"mode", p ? nlohmann::json(to_string(huge_mode(cfg_))) : nlohmann::json(nullptr)},
                       {"move_fills", ps.move_fills},
                       {"move_fallbacks", ps.move_fallbacks},
+                      {"move_busy_fallbacks", ps.move_busy_fallbacks},
                       {"move_first_errno", ps.move_first_errno ? nlohmann::json(errno_name(ps.move_first_errno)) : nlohmann::json(nullptr)},
                       {"collapses", ps.collapses},
                       {"collapse_failures", ps.collapse_failures},

@@ -77,6 +77,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/alloc_count.hpp"
@@ -156,6 +157,7 @@ struct PagerStats {
   // Huge chunks.
   uint64_t move_fills = 0;       // fills published whole with UFFDIO_MOVE
   uint64_t move_fallbacks = 0;   // fills where UFFDIO_MOVE failed (COPY took over)
+  uint64_t move_busy_fallbacks = 0;  // of those, the ones still EBUSY after the retries (transient)
   int move_first_errno = 0;
   uint64_t collapses = 0, collapse_failures = 0;
   int collapse_first_errno = 0;
@@ -365,6 +367,9 @@ class Pager final : private FillOwner {
   void fail_locked_with(F&& make);
   void run_due_failure_callback();
   bool publish(ChunkId c, const std::byte* data, uint64_t data_len);
+  // UFFDIO_MOVE of [src, src+len) to dst, again after a transient EBUSY: (bytes moved, 0 or
+  // the errno that stopped it).
+  std::pair<uint64_t, int> move_pages(std::byte* dst, const std::byte* src, uint64_t len);
   bool copy_pages(ChunkId c, const std::byte* data, uint64_t from_page);
   void maybe_collapse(ChunkId c);
   void pin_locked(uint32_t tid, ChunkId c);

@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 
 #include "core/clock.hpp"
 #include "core/errors.hpp"
@@ -165,26 +168,41 @@ bool Pager::publish(ChunkId c, const std::byte* data, uint64_t data_len) {
   // source refaults on its next read. Anything else, or a failed move, is copied.
   if (cfg_.huge == HugeChunks::Move && data_len == cfg_.chunk_size && chunk_length(c) == cfg_.chunk_size &&
       mapped_pages_[c] == chunk_pages_ && reinterpret_cast<uintptr_t>(data) % kHugePage == 0) {
-    uffdio_move mv{};
-    mv.dst = reinterpret_cast<uintptr_t>(base_ + first_page(c) * page_);
-    mv.src = reinterpret_cast<uintptr_t>(data);
-    mv.len = cfg_.chunk_size;
-    mv.mode = UFFDIO_MOVE_MODE_DONTWAKE;  // woken after booking, as for COPY
-    if (::ioctl(uffd_.fd(), UFFDIO_MOVE, &mv) == 0) {
-      std::lock_guard lk(mu_);
+    const auto [moved, e] = move_pages(base_ + first_page(c) * page_, data, cfg_.chunk_size);
+    std::lock_guard lk(mu_);
+    if (e == 0) {
       ++st_.move_fills;
       return true;
     }
-    const int e = errno;
-    {
-      std::lock_guard lk(mu_);
-      ++st_.move_fallbacks;
-      if (!st_.move_first_errno) st_.move_first_errno = e;
-    }
+    ++st_.move_fallbacks;
+    st_.move_busy_fallbacks += e == EBUSY;
+    if (!st_.move_first_errno) st_.move_first_errno = e;
     // What was moved is in place (whole pages); copy the rest from the window.
-    if (mv.move > 0) from = static_cast<uint64_t>(mv.move) / page_;
+    from = moved / page_;
   }
   return copy_pages(c, data, from);
+}
+
+std::pair<uint64_t, int> Pager::move_pages(std::byte* dst, const std::byte* src, uint64_t len) {
+  // EBUSY is transient (a folio another kernel path holds locked or referenced for a moment:
+  // a page-access scan such as DAMON's, compaction): the rest is moved again, with short
+  // sleeps for up to about a millisecond, before the caller copies it. Any other error is
+  // final.
+  constexpr int kBusyTries = 8;
+  uint64_t done = 0;
+  for (int busy = 0;;) {
+    uffdio_move mv{};
+    mv.dst = reinterpret_cast<uintptr_t>(dst + done);
+    mv.src = reinterpret_cast<uintptr_t>(src + done);
+    mv.len = len - done;
+    mv.mode = UFFDIO_MOVE_MODE_DONTWAKE;  // woken after booking, as for COPY
+    const int rc = ::ioctl(uffd_.fd(), UFFDIO_MOVE, &mv);
+    const int e = rc == 0 ? 0 : errno;
+    if (mv.move > 0) done += static_cast<uint64_t>(mv.move);
+    if (rc == 0 || done >= len) return {len, 0};
+    if (e != EBUSY || ++busy >= kBusyTries) return {done, e};
+    std::this_thread::sleep_for(std::chrono::microseconds(25 << busy / 2));
+  }
 }
 
 void Pager::maybe_collapse(ChunkId c) {

@@ -123,7 +123,10 @@ struct Rig {
     EXPECT_FALSE(pager->failed()) << pager->error();
     if (kHugeMode == HugeChunks::Move && st.demand_fills + st.prefetch_fills > 1) {
       EXPECT_GT(st.move_fills, 0u) << "no chunk was published by UFFDIO_MOVE";
-      EXPECT_EQ(st.move_fallbacks, 0u) << "first errno " << st.move_first_errno;
+      // Only a transient EBUSY (another kernel path holding a source folio for a moment,
+      // retried first) may leave a chunk to COPY; most chunks must still be moved.
+      EXPECT_EQ(st.move_fallbacks, st.move_busy_fallbacks) << "first errno " << st.move_first_errno;
+      EXPECT_GT(st.move_fills, st.move_fallbacks);
     }
     if (kHugeMode == HugeChunks::Collapse && st.demand_fills + st.prefetch_fills > 1) {
       EXPECT_GT(st.collapses, 0u) << "no chunk was collapsed";
