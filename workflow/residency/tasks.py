@@ -137,6 +137,11 @@ def longest(config: dict) -> dict:
     return max(task_list(config), key=lambda t: (len(prompt(t)), t["id"]))
 
 
+def calibration_runs(config: dict) -> list[str]:
+    """The candidate arm's calibration runs (its overhead O at the task runs' context)."""
+    return [f"{TASK_RUNS}/calibrate/rep{k}/harness.json" for k in range(1, config["harness"]["overhead_reps"] + 1)]
+
+
 def task_run(task_id: str, role: str) -> str:
     return f"{TASK_RUNS}/{task_id}/{role}/harness.json"
 

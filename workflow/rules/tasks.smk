@@ -7,8 +7,7 @@
 TASKS = config["tasks"]
 TASK_IDS = residency_tasks.task_ids(config)
 TASKS_DIGEST = residency_tasks.tasks_digest(config)
-TASK_CALIBRATION = [f"{residency_tasks.TASK_RUNS}/calibrate/rep{k}/harness.json"
-                    for k in range(1, config["harness"]["overhead_reps"] + 1)]
+TASK_CALIBRATION = residency_tasks.calibration_runs(config)
 
 
 rule tasks_calibrate_run:
