@@ -30,6 +30,8 @@ def tiny_config(build_dir: str) -> dict:
     # A few fault cells on each adapter (the tiny study's dense model as the second).
     cfg["faults"].update(adapters=["synthetic-moe", "synthetic-dense"], c3_second_adapter=["none", "held-consumer"],
                          cells=["none", "short-read", "stale-completion", "held-consumer", "reset-outstanding"])
+    # Two tasks at four tokens: the synthetic model tokenizes bytes, so the prompts need the 512 context.
+    cfg["tasks"].update(n=2, tokens=4, ctx=512)
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg
 

@@ -30,7 +30,8 @@ def test_outputs_exist(campaign):
                 "claims/C1.json", "results/runs/certificate/certificate.json",
                 "results/tables/table3-principal.md", "results/tables/table5-certificate.tex",
                 "results/faults.parquet", "results/faults_reset_warm.parquet", "claims/C3.json", "claims/C12.json",
-                "results/tables/table4-identity.md", "results/tables/table7-faults.csv"]:
+                "results/tables/table4-identity.md", "results/tables/table7-faults.csv",
+                "results/tasks.parquet", "claims/C5.json", "claims/C6.json", "claims/C11.json"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -256,6 +257,31 @@ def faults_from_runs(work: Path, cid: str, doc: dict) -> None:
     assert "byte-identical across these rows" in (work / "results" / "tables" / "table4-identity.md").read_text()
 
 
+def tasks_from_runs(work: Path, cid: str, doc: dict) -> None:
+    """C5, C6, C11: each of the two tasks ran twice as its own job (control resident, candidate
+    a pager arm under its limit), every run finished, the candidate's tokens equal its
+    control's (so the F1 are equal): C5 and C6 leave only their named cycle half unshown. The
+    synthetic model answers with byte noise, so no task is correct and, under a hard limit
+    with clean resources, C11 reproduces the stop; without a hard limit it is insufficient."""
+    t = pd.read_parquet(work / "results" / "tasks.parquet")
+    assert len(t) == 4 and sorted(t["role"]) == ["candidate"] * 2 + ["control"] * 2, t.to_string()
+    assert (t["status"] == "ok").all() and (t["tokens"] == 4).all(), t[["task", "role", "status", "error"]].to_string()
+    cand = t[t["role"] == "candidate"]
+    assert cand["tokens_equal_control"].eq(True).all() and (cand["arm"] == "pager-declared").all()
+    unshown = [r.split(":")[1].strip() for r in doc["reasons"]]
+    if cid == "C5":
+        assert doc["verdict"] == "insufficient-evidence" and doc["values"]["aggregate_f1_delta"] == 0.0
+        assert unshown == ["/values/cycle/favourable_against_a_nonresident_control"], doc["reasons"]
+    elif cid == "C6":
+        assert doc["verdict"] == "insufficient-evidence"
+        assert unshown == ["/values/cycle/shorter_against_a_nonresident_control"], doc["reasons"]
+    elif (cand["host_grade"] == "hard").all():
+        assert doc["values"]["admission"] == "stop" and doc["values"]["correct"] == 0
+        assert doc["verdict"] == ("pass" if cand["resource_ok"].eq(True).all() else "fail"), doc["reasons"]
+    else:
+        assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+
+
 def c9_from_runs(work: Path, doc: dict) -> None:
     """C9: the ratios are the means of the runs the record names, as the Parquet has them."""
     runs = pd.read_parquet(work / "results" / "pager_model.parquet")
@@ -295,6 +321,8 @@ def test_claims_hold_and_verify(campaign):
             c1_from_runs(work, doc)
         elif cid in ("C3", "C12"):
             faults_from_runs(work, cid, doc)
+        elif cid in ("C5", "C6", "C11"):
+            tasks_from_runs(work, cid, doc)
         else:
             expected_verdict(cid, doc, grades == {"hard"})
         if cid in MEASURED and doc["verdict"] != "insufficient-evidence":
@@ -304,7 +332,8 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["C1", "C2", "C3", "C8", "C9", "C10", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"])
+        ["C1", "C2", "C3", "C5", "C6", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
+         "P9", "P10", "P11"])
 
 
 def test_rerun_is_a_no_op(campaign):

@@ -69,6 +69,12 @@ def _cmd_gather(a) -> int:
         else:
             _need(a, "oracle")
             t = gf.gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
+    elif a.study == "tasks":
+        from .gather_tasks import gather_tasks
+
+        _need(a, "tasks", "model_identity")
+        spec = json.loads(a.tasks)
+        t = gather_tasks(a.run_dirs, spec["seed"], spec["n"], a.model_identity, a.out)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
@@ -317,7 +323,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
     s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
-                                     "faults", "reset-warm"])
+                                     "faults", "reset-warm", "tasks"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
@@ -325,6 +331,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--reserve-bytes", type=int, help="certificate: R_policy (eq. 1)")
     s.add_argument("--record", help="certificate: the certificate.json the table must agree with")
     s.add_argument("--prespecified", help="faults: JSON list of C3's [adapter, cell] pairs")
+    s.add_argument("--tasks", help='tasks: JSON {"seed": S, "n": N}, the tasks the runs answered')
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)

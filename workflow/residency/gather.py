@@ -464,7 +464,14 @@ TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_
                                                                      lin.get("llama")),
                   "reclaim": lambda lin: _reclaim_table(lin),
                   "certificate": lambda lin: _certificate_table(lin),
-                  "faults": lambda lin: _faults_table(lin), "reset-warm": lambda lin: _faults_table(lin)}
+                  "faults": lambda lin: _faults_table(lin), "reset-warm": lambda lin: _faults_table(lin),
+                  "tasks": lambda lin: _tasks_table(lin)}
+
+
+def _tasks_table(lin: dict) -> pa.Table:
+    from .gather_tasks import tasks_table  # it builds on this module
+
+    return tasks_table(lin)
 
 
 def _faults_table(lin: dict) -> pa.Table:

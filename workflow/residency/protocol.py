@@ -14,9 +14,10 @@ from pathlib import Path
 
 # Campaigns that borrow another campaign's design: the matched source campaign runs the
 # model, prompt and token count of pager_model; the reclaim cells the synthetic study's
-# region, chunk size, source and calibration; the fault cells the prompt of pager_model.
+# region, chunk size, source and calibration; the fault cells the prompt of pager_model; the
+# task runs its model, threads, chunk size and source.
 ALSO_USES = {"matched_source": ("pager_model",), "reclaim": ("pager_synthetic",),
-             "faults": ("pager_model",)}
+             "faults": ("pager_model",), "tasks": ("pager_model",)}
 
 
 def campaigns_of(input_paths: list[str], config: dict) -> tuple[list[str], list[str]]:

@@ -28,7 +28,7 @@ rule claim:
     input:
         data=lambda w: _claims.input_paths(w.claim_id),
         code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
-                                      "pairs.py", "stats.py", "history.py", "protocol.py",
+                                      "claims/task_runs.py", "pairs.py", "stats.py", "history.py", "protocol.py",
                                       f"claims/{w.claim_id.lower()}.py"),
     output:
         "claims/{claim_id}.json",

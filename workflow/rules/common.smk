@@ -8,6 +8,7 @@ import shlex
 from functools import partial
 
 from residency import arms, cells, fault_cells
+from residency import tasks as residency_tasks
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
 RESIDCTL = cells.residctl(config)

@@ -46,7 +46,7 @@ def compute(frames, settings) -> ClaimResult:
     audited = [bool(g == "audited" and f == 0) for g, f in zip(pre["gpu_grade"], pre["foreign_compute_processes"])]
     outside = t[~t["prespecified"]]
     v = {"cells": cells, "prespecified": int(len(pre)), "valid": int(sum(pre["valid"].eq(True))),
-         "adapters": sorted(cells), "swap_off": [bool(x) for x in pre["swap_off"]],
+         "adapters": list(pre.sort_values("adapter_rank")["adapter"].unique()), "swap_off": [bool(x) for x in pre["swap_off"]],
          "gpu_grades": sorted(set(map(str, pre["gpu_grade"]))),
          "gpu_boundary": True if audited and all(audited) else None,
          "outside_set": {f"{r['adapter']}/{r['cell']}": {"valid": None if r["valid"] is None else bool(r["valid"]),

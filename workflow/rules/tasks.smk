@@ -1,0 +1,105 @@
+# The utility tasks (reference 004 A.2, A.4, B; claims C5, C6, C11): each task of the seeded
+# extractive-QA set (residency/tasks.py) runs twice on the primary model under the harness:
+# the control on the resident path (kernel-mmap, no host limit), the candidate on a pager
+# arm at r * T_repr under the hard limit r * T_repr + O, O calibrated for the task runs'
+# context; then results/tasks.parquet (answers scored with token F1).
+
+TASKS = config["tasks"]
+TASK_IDS = residency_tasks.task_ids(config)
+TASKS_DIGEST = residency_tasks.tasks_digest(config)
+TASK_CALIBRATION = residency_tasks.calibration_runs(config)
+
+
+rule tasks_calibrate_run:
+    # The candidate arm at a budget that holds the model, the longest task prompt, the task
+    # runs' context and horizon: O includes their KV cache and compute buffers.
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        inventory=lambda w: pm_model()[2],
+        digests=PM_DIGESTS,
+    output:
+        f"{residency_tasks.TASK_RUNS}/calibrate/rep{{rep}}/harness.json",
+    params:
+        dir=lambda w, output: run_dir(output),
+        gen=lambda w, input: residency_tasks.generate_args(config, "candidate", input.model,
+                                                            pm_budget(input.inventory, 1.0)),
+        prompt=residency_tasks.prompt(residency_tasks.longest(config)),
+        meta=lambda w: cells.meta_flags(TASKS_DIGEST, {"campaign": "calibrate", "arm": TASKS["arm"], "rep": w.rep}),
+        cgroup=config["harness"]["cgroup"],
+        config_digest=TASKS_DIGEST,
+    log:
+        f"{LOGS}/tasks/calibrate-rep{{rep}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+
+
+rule tasks_overhead:
+    input:
+        TASK_CALIBRATION,
+    output:
+        "results/calibration/tasks.json",
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input),
+    log:
+        f"{LOGS}/tasks/overhead.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency overhead --out {output} {params.dirs} 2> {log}"
+
+
+rule task_cell:
+    input:
+        engine=RESIDCTL,
+        model=lambda w: pm_model()[0],
+        inventory=lambda w: pm_model()[2],
+        digests=PM_DIGESTS,
+        overhead="results/calibration/tasks.json",
+    output:
+        f"{residency_tasks.TASK_RUNS}/{{task}}/{{role}}/harness.json",
+    wildcard_constraints:
+        task="|".join(TASK_IDS),
+        role="|".join(residency_tasks.ROLES),
+    params:
+        dir=lambda w, output: run_dir(output),
+        gen=lambda w, input: residency_tasks.generate_args(config, w.role, input.model,
+                                                            pm_budget(input.inventory, TASKS["ratio"])),
+        harness=lambda w, input: residency_tasks.harness_args(config, w.role, pm_budget(input.inventory, TASKS["ratio"]),
+                                                              input.overhead, pm_t_repr(input.inventory), w.task),
+        prompt=lambda w: residency_tasks.prompt(residency_tasks.task_by_id(config, w.task)),
+        cgroup=config["harness"]["cgroup"],
+        config_digest=TASKS_DIGEST,
+    log:
+        f"{LOGS}/tasks/{{task}}-{{role}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
+        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+
+
+rule gather_tasks:
+    input:
+        runs=residency_tasks.task_runs(config),
+        identity=lambda w: pm_model()[1],
+        code=residency_code("gather_tasks.py", "tasks.py", "gather.py", "exactness.py", "lineage.py", "manifest.py"),
+    output:
+        residency_tasks.TASK_TABLE,
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        spec=shlex.quote(json.dumps({"seed": TASKS["seed"], "n": TASKS["n"]})),
+    log:
+        f"{LOGS}/gather-tasks.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency gather tasks --tasks {params.spec} --model-identity {input.identity} --out {output}"
+        " {params.dirs} 2> {log}"
