@@ -11,7 +11,7 @@ from fixtures import make_model_run
 
 SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99, "p7_max_d_over_opt": 1.13,
             "p8_whole_model_min_fraction": 0.9, "p9_flat_max_ratio": 1.25, "p9_rise_min_ratio": 1.25,
-            "p9_monotone_tolerance": 0.05}
+            "p9_monotone_tolerance": 0.05, "c9_ratio": 0.5}
 RATIOS = (0.25, 0.5, 0.75)
 
 

@@ -30,7 +30,7 @@ def _sweep_claims(root, results, out_dir):
 
 
 def test_model_claim_ids():
-    assert claims.model_claim_ids() == ["P10", "P11", "P2", "P6", "P7", "P8", "P9"]
+    assert claims.model_claim_ids() == ["C9", "P10", "P11", "P2", "P6", "P7", "P8", "P9"]
     assert claims.input_paths("P7", "results/sweep/qwen") == [
         "results/sweep/qwen/pager_model_opt.parquet", "results/machine.json", "results/probe.json"]
     with pytest.raises(SystemExit, match="C2 is not a model claim"):
@@ -66,7 +66,7 @@ def test_sweep_claims_and_models_table(tmp_path, monkeypatch):
     for r in ("0.25", "0.5", "0.75"):
         assert {f"D/OPT r={r}", f"D/A bytes r={r}", f"D/C bytes r={r}"} <= set(cols)
     assert {"A tok/s", "C tok/s", "D tok/s", "E tok/s"} <= set(cols)
-    assert cols[-7:] == ["P2", "P6", "P7", "P8", "P9", "P10", "P11"]
+    assert cols[-8:] == ["P2", "P6", "P7", "P8", "P9", "P10", "P11", "C9"]
     assert (df[["P2", "P7", "P11"]] == "pass").all().all()
     assert (df["D/OPT r=0.5"] >= 1).all()
     # D reads 1 MiB + 4 KiB per miss like C, A reads 3 MiB per miss (readahead): D/A < 1

@@ -125,7 +125,7 @@ def _verdicts(claim_paths: list[str]) -> dict[str, str]:
     import json
 
     docs = [json.loads(Path(p).read_text()) for p in claim_paths]
-    return {d["id"]: d["verdict"] for d in sorted(docs, key=lambda d: int(d["id"][1:]))}
+    return {d["id"]: d["verdict"] for d in sorted(docs, key=lambda d: (d["id"][0] != "P", int(d["id"][1:])))}
 
 
 def model_row(name: str, runs_parquet, opt_parquet, inventory_path, claim_paths: list[str]) -> dict:
