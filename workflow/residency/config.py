@@ -68,10 +68,6 @@ def _cross_check(config: dict) -> None:
     if ms and ms.get("depth", 0) > ms.get("windows", 0):
         raise ConfigError(f"config error: matched_source.depth: {ms['depth']} is more than the "
                           f"{ms['windows']} windows (in-flight reads need a window each)")
-    ratio = config.get("claims", {}).get("c9_ratio")
-    if ratio is not None and pm.get("ratios") and ratio not in pm["ratios"]:
-        raise ConfigError(f"config error: claims.c9_ratio: {ratio} is not one of pager_model.ratios "
-                          f"{pm['ratios']} (C9 compares arm D at that ratio with the baseline)")
     _check_faults(config.get("faults", {}))
     _check_models(config)
 
