@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 MODELS = ["synthetic-dense", "synthetic-moe", "user:g2"]
 NAMES = ["synthetic-dense", "synthetic-moe", "g2"]
-MODEL_CLAIMS = ["P2", "P6", "P7", "P8", "P9", "P10", "P11"]
+MODEL_CLAIMS = ["P2", "P6", "P7", "P8", "P9", "P10", "P11", "C9"]
 
 
 def user_gemma2(work):
