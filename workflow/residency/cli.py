@@ -69,6 +69,10 @@ def _cmd_gather(a) -> int:
         else:
             _need(a, "oracle")
             t = gf.gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
+    elif a.study == "cache-transfer":
+        from .gather_cache_transfer import gather_cache_transfer
+
+        t = gather_cache_transfer(a.run_dirs, a.out)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
@@ -317,7 +321,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
     s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
-                                     "faults", "reset-warm"])
+                                     "faults", "reset-warm", "cache-transfer"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
