@@ -48,6 +48,7 @@ include: "workflow/rules/certificate.smk"
 include: "workflow/rules/reclaim.smk"
 include: "workflow/rules/faults.smk"
 include: "workflow/rules/tasks.smk"
+include: "workflow/rules/cache_transfer.smk"
 include: "workflow/rules/gather.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
@@ -63,7 +64,7 @@ localrules:
     all, figures, claims, tables, llama, llama_sdist, llm_models, model_smollm2, overhead, pager_model_overhead,
     gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
     analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
-    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
+    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
     table_pager_model_sweep, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
 
 

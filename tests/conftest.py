@@ -32,6 +32,9 @@ def tiny_config(build_dir: str) -> dict:
                          cells=["none", "short-read", "stale-completion", "held-consumer", "reset-outstanding"])
     # Two tasks at four tokens: the synthetic model tokenizes bytes, so the prompts need the 512 context.
     cfg["tasks"].update(n=2, tokens=4, ctx=512)
+    # One pair on the tiny dense model: 8 layers of about 50 chunks; 16 each fit 12 MB.
+    cfg["cache_transfer"].update(model="synthetic-dense", prompts=["Hello"], tokens=4, ctx=64, k=16,
+                                 budget_bytes=12_000_000, watchdog_s=60)
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg
 

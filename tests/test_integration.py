@@ -303,6 +303,21 @@ def c10_from_runs(work: Path, doc: dict) -> None:
     assert v["decision"] == ("advance" if got >= need else "stop")
 
 
+def c7_from_runs(work: Path, doc: dict) -> None:
+    """C7: each pair's bytes are the physical bytes its two cells' rows record."""
+    cells = pd.read_parquet(work / "results" / "cache_transfer.parquet")
+    assert sorted(cells["arm"]) == ["pager-lru-k", "pager-zero"] and (cells["status"] == "ok").all()
+    pair = next(iter(doc["values"]["pairs"].values()))
+    by_arm = dict(zip(cells["arm"], cells["physical_bytes_read"]))
+    assert pair["bytes_read"] == {"zero": by_arm["pager-zero"], "lru_k": by_arm["pager-lru-k"]}
+    # a host half that does not hold fails the claim; else only the H2D half is unshown
+    if any(r.startswith("failed:") for r in doc["reasons"]):
+        assert doc["verdict"] == "fail", doc["reasons"]
+    else:
+        assert doc["verdict"] == "insufficient-evidence"
+        assert [r.split(" (")[0] for r in doc["reasons"]] == ["unevaluable: /values/h2d_bytes_fewer: value missing"]
+
+
 MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs, "C9": c9_from_runs,
             "C10": c10_from_runs}
 
@@ -323,6 +338,8 @@ def test_claims_hold_and_verify(campaign):
             faults_from_runs(work, cid, doc)
         elif cid in ("C5", "C6", "C11"):
             tasks_from_runs(work, cid, doc)
+        elif cid == "C7":
+            c7_from_runs(work, doc)
         else:
             expected_verdict(cid, doc, grades == {"hard"})
         if cid in MEASURED and doc["verdict"] != "insufficient-evidence":
@@ -332,7 +349,7 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["C1", "C2", "C3", "C5", "C6", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
+        ["C1", "C2", "C3", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
          "P9", "P10", "P11"])
 
 

@@ -13,6 +13,9 @@ PAGER_LRU = "pager-lru"            # C: the userfaultfd pager with LRU eviction
 PAGER_DECLARED = "pager-declared"  # D (declared): evict the chunk whose next use is farthest
 PAGER_PREFETCH = "pager-prefetch"  # E: D plus prefetch of the next declared chunks
 PAGER_ZERO = "pager-zero"          # no reuse: not an arm of the reference; letter Z here
+# Per-layer LRU-k (policy lru_k_per_layer, `--lru-k K`): claim C7's cache against pager-zero,
+# generate only; not an arm of the pager study's sweep (no letter).
+PAGER_LRU_K = "pager-lru-k"
 
 # Run arms in the reference's order; the order is also that of the figures' legends.
 PAGER_LETTER = {KERNEL_MMAP: "A", PAGER_LRU: "C", PAGER_DECLARED: "D", PAGER_PREFETCH: "E", PAGER_ZERO: "Z"}

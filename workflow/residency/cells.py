@@ -302,6 +302,18 @@ def pm_model(config: dict) -> tuple[str, str, str]:
     return g, model_identity(g), model_inventory(g)
 
 
+def entry_view(config: dict, entry: str) -> dict:
+    """The config as a campaign with its own model entry (faults.adapters, cache_transfer.model)
+    sees it: pager_model's view with that entry as the model."""
+    return model_view({**config, "pager_model": {**config["pager_model"], "models": [entry]}})
+
+
+def entry_files(config: dict, entry: str) -> tuple[str, str]:
+    """(GGUF path, identity record) of a model entry (smollm2, synthetic-<variant>, user:<name>)."""
+    g, ident, _ = pm_model(entry_view(config, entry))
+    return g, ident
+
+
 def _user_entry(config: dict, name: str) -> dict:
     return {u["name"]: u for u in config["models"]["user"]}[name]
 

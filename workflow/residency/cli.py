@@ -75,6 +75,10 @@ def _cmd_gather(a) -> int:
         _need(a, "tasks", "model_identity")
         spec = json.loads(a.tasks)
         t = gather_tasks(a.run_dirs, spec["seed"], spec["n"], a.model_identity, a.out)
+    elif a.study == "cache-transfer":
+        from .gather_cache_transfer import gather_cache_transfer
+
+        t = gather_cache_transfer(a.run_dirs, a.out)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
@@ -323,7 +327,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
     s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
-                                     "faults", "reset-warm", "tasks"])
+                                     "faults", "reset-warm", "tasks", "cache-transfer"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")

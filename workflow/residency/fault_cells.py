@@ -12,7 +12,7 @@ adapter: primary request -> reset -> warm request -> reset -> shutdown in one pr
 
 from __future__ import annotations
 
-from .cells import USER_PREFIX, digest, entry_name, meta_flags, model_view, pm_model, run_sections
+from .cells import USER_PREFIX, digest, entry_files, entry_name, meta_flags, run_sections
 
 FAULT_RUNS = "results/runs/faults"
 FAULT_TABLE = "results/faults.parquet"
@@ -49,15 +49,9 @@ def _entry(config: dict, adapter: str) -> str:
     return {entry_name(e): e for e in config["faults"]["adapters"]}[adapter]
 
 
-def _view(config: dict, adapter: str) -> dict:
-    pm = {**config["pager_model"], "models": [_entry(config, adapter)]}
-    return model_view({**config, "pager_model": pm})
-
-
 def model_files(config: dict, adapter: str) -> tuple[str, str]:
     """(GGUF path, identity record) of an adapter's model."""
-    g, ident, _ = pm_model(_view(config, adapter))
-    return g, ident
+    return entry_files(config, _entry(config, adapter))
 
 
 def _model_spec(config: dict, adapter: str) -> dict:

@@ -465,13 +465,20 @@ TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_
                   "reclaim": lambda lin: _reclaim_table(lin),
                   "certificate": lambda lin: _certificate_table(lin),
                   "faults": lambda lin: _faults_table(lin), "reset-warm": lambda lin: _faults_table(lin),
-                  "tasks": lambda lin: _tasks_table(lin)}
+                  "tasks": lambda lin: _tasks_table(lin),
+                  "cache-transfer": lambda lin: _cache_transfer_table(lin)}
 
 
 def _tasks_table(lin: dict) -> pa.Table:
     from .gather_tasks import tasks_table  # it builds on this module
 
     return tasks_table(lin)
+
+
+def _cache_transfer_table(lin: dict) -> pa.Table:
+    from .gather_cache_transfer import cache_transfer_table  # it builds on this module
+
+    return cache_transfer_table(lin)
 
 
 def _faults_table(lin: dict) -> pa.Table:

@@ -7,7 +7,7 @@ import re
 import shlex
 from functools import partial
 
-from residency import arms, cells, fault_cells
+from residency import arms, cache_transfer, cells, fault_cells
 from residency import tasks as residency_tasks
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda

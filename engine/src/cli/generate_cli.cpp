@@ -25,6 +25,7 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
                       "load the model and create the context, generate nothing", "held-consumer: N is an object step; reset-outstanding: a read; recycle-live: a pass; "
                       "shutdown-live-consumer: N unused");
   cli->prompt = g->add_option("--prompt", c.prompt, "the prompt (required)");
+  add_uint(g, "--lru-k", c.pager.lru_k, "pager-lru-k: chunks each layer keeps resident by recency (required there, at least 1)");
   add_uint(g, "--tokens", c.tokens, "generated tokens (greedy)")->capture_default_str();
   add_uint(g, "--ctx", c.ctx, "context size")->capture_default_str();
   add_uint(g, "--progress-every", c.progress_every,

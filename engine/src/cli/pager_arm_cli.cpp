@@ -21,7 +21,7 @@ void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, con
                          const std::string& watchdog, const std::string& calibrate, const std::string& fault_units) {
   f.out = app->add_option("--out", c.out, "run directory, created (required)");
   f.arm_opt = app->add_option("--arm", f.arm, std::string(arm_names()) + " (required)")
-                  ->check(CLI::IsMember({"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}));
+                  ->check(CLI::IsMember(arm_list()));
   f.budget_opt = add_uint(app, "--budget-bytes", f.budget, "weight-residency budget (pager arms)");
   add_uint(app, "--chunk-size", c.chunk_size, "bytes, a multiple of the page size")->capture_default_str();
   add_uint(app, "--threads", c.threads, threads)->capture_default_str();

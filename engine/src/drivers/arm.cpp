@@ -3,7 +3,7 @@
 namespace resid {
 
 namespace {
-constexpr Arm kArms[] = {Arm::KernelMmap, Arm::PagerLru, Arm::PagerDeclared, Arm::PagerPrefetch, Arm::PagerZero};
+constexpr Arm kArms[] = {Arm::KernelMmap, Arm::PagerLru, Arm::PagerDeclared, Arm::PagerPrefetch, Arm::PagerZero, Arm::PagerLruK};
 }
 
 const char* to_string(Arm a) {
@@ -13,6 +13,7 @@ const char* to_string(Arm a) {
     case Arm::PagerDeclared: return "pager-declared";
     case Arm::PagerPrefetch: return "pager-prefetch";
     case Arm::PagerZero: return "pager-zero";
+    case Arm::PagerLruK: return "pager-lru-k";
   }
   return "?";
 }
@@ -29,11 +30,18 @@ std::optional<PolicyKind> policy_of(Arm a) {
     case Arm::PagerDeclared: return PolicyKind::Declared;
     case Arm::PagerPrefetch: return PolicyKind::Prefetch;
     case Arm::PagerZero: return PolicyKind::Zero;
+    case Arm::PagerLruK: return PolicyKind::LruKPerLayer;
     case Arm::KernelMmap: return std::nullopt;
   }
   return std::nullopt;
 }
 
-const char* arm_names() { return "kernel-mmap | pager-lru | pager-declared | pager-prefetch | pager-zero"; }
+const char* arm_names() { return "kernel-mmap | pager-lru | pager-declared | pager-prefetch | pager-zero | pager-lru-k"; }
+
+std::vector<std::string> arm_list() {
+  std::vector<std::string> v;
+  for (Arm a : kArms) v.emplace_back(to_string(a));
+  return v;
+}
 
 }  // namespace resid

@@ -3,13 +3,15 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/policy.hpp"
 
 namespace resid {
 
-enum class Arm { KernelMmap, PagerLru, PagerDeclared, PagerPrefetch, PagerZero };
+enum class Arm { KernelMmap, PagerLru, PagerDeclared, PagerPrefetch, PagerZero, PagerLruK };
 
 const char* to_string(Arm a);
 std::optional<Arm> parse_arm(std::string_view s);
@@ -17,5 +19,7 @@ std::optional<Arm> parse_arm(std::string_view s);
 std::optional<PolicyKind> policy_of(Arm a);
 // "kernel-mmap | pager-lru | ...": the arms, for a flag's help text.
 const char* arm_names();
+// Every arm's name, in the order of arm_names() (a flag's accepted values).
+std::vector<std::string> arm_list();
 
 }  // namespace resid

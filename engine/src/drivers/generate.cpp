@@ -22,6 +22,7 @@ int run_generate(const GenerateConfig&) {
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -43,6 +44,18 @@ HugeChunks huge_mode(const GenerateConfig& c) {
 }
 
 // ---- the budget and the pager (before anything is written) ----------------------------------
+
+// pager-lru-k's groups: a chunk's group is the layer of the first layer object covering it (a
+// chunk two neighbouring layers share goes to the lower); chunks of no layer (embd, output)
+// are group n_layer.
+static LayerGroups layer_groups(const Manifest& m, uint32_t k) {
+  LayerGroups g{std::vector<uint32_t>(m.chunks, m.n_layer), k};
+  for (const ModelObject& o : m.objects) {
+    if (o.layer < 0) continue;
+    for (ChunkId c : o.chunks) g.group_of[c] = std::min(g.group_of[c], static_cast<uint32_t>(o.layer));
+  }
+  return g;
+}
 
 void GenerateRun::open_pager() {
   FaultySourceHandle fs = open_pager_source(a_, cfg_.model);
@@ -84,7 +97,9 @@ void GenerateRun::open_pager() {
   auto declared = steps_;
   declared[0].clear();
   pager_ = std::make_unique<Pager>(std::move(fs.source),
-                                   make_policy(*policy_of(a_.arm), m_.chunks, DeclaredSequence{declared, false}), pc, &trace_);
+                                   make_policy(*policy_of(a_.arm), m_.chunks, DeclaredSequence{declared, false},
+                                               layer_groups(m_, a_.lru_k)),
+                                   pc, &trace_);
 }
 
 void GenerateRun::load_graph_plan() {

@@ -24,6 +24,12 @@ void check_pager_arm(const PagerArmConfig& c, uint32_t max_threads, const char* 
   if (!(c.watchdog_s > 0)) throw InputError("--watchdog-s must be positive");
   if (c.arm == Arm::PagerPrefetch && c.prefetch_depth == 0)
     throw InputError("--prefetch-depth must be at least 1 for pager-prefetch");
+  if (c.arm == Arm::PagerLruK && std::string_view(subcommand) != "generate")
+    throw InputError(std::string("arm pager-lru-k groups chunks by the llama adapter's layers: only `generate` takes it, not `") +
+                     subcommand + "` (its region has no layers)");
+  if (c.arm == Arm::PagerLruK && c.lru_k == 0) throw InputError("--lru-k (at least 1) is required for arm pager-lru-k");
+  if (c.arm != Arm::PagerLruK && c.lru_k != 0)
+    throw InputError("--lru-k applies only to arm pager-lru-k, not " + std::string(to_string(c.arm)));
   check_source_flags(c.source, c.windows, c.depth);
   check_pager_fault(c.fault, c.arm, c.source, subcommand);
 }
@@ -178,6 +184,7 @@ nlohmann::json pager_run_head(const char* subcommand, const std::string& error, 
   j["error"] = or_null(error);
   j["arm"] = to_string(c.arm);
   j["policy"] = policy ? nlohmann::json(to_string(*policy)) : nlohmann::json(nullptr);
+  j["policy_k"] = c.arm == Arm::PagerLruK ? nlohmann::json(c.lru_k) : nlohmann::json(nullptr);
   j["source_engine"] = p ? nlohmann::json(to_string(p->source().engine())) : nlohmann::json(nullptr);
   j["uffd_mode"] = p ? nlohmann::json(to_string(p->uffd_mode())) : nlohmann::json(nullptr);
   return j;
@@ -199,7 +206,8 @@ nlohmann::json pager_config_json(const PagerArmConfig& c) {
           {"calibrate", c.calibrate},
           {"fault", c.fault.active() ? nlohmann::json(to_string(c.fault)) : nlohmann::json(nullptr)},
           {"content_digests", or_null(c.content_digests)},
-          {"protect", c.protect}};
+          {"protect", c.protect},
+          {"lru_k", c.arm == Arm::PagerLruK ? nlohmann::json(c.lru_k) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json pager_budget_json(const PagerArmConfig& c, const PagerBudget& b, const std::optional<uint64_t>& chunks) {

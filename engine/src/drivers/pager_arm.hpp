@@ -38,10 +38,12 @@ struct PagerArmConfig {
   FaultSpec fault;         // --fault CELL[@N]
   std::string content_digests;  // --content-digests: `residctl inventory`'s file ("" = no check)
   bool protect = false;         // --protect: the region is mlocked on fault (pager.hpp)
+  uint32_t lru_k = 0;           // --lru-k (generate's pager-lru-k): chunks each layer keeps; 0: not given
 };
 
 // The flags' own checks (InputError naming the flag): chunk size, threads in 1..max_threads,
-// watchdog, prefetch depth for pager-prefetch, windows and depth, the fault cell.
+// watchdog, prefetch depth for pager-prefetch, --lru-k exactly with pager-lru-k (an arm only
+// generate takes: the synthetic scan has no layers), windows and depth, the fault cell.
 void check_pager_arm(const PagerArmConfig& c, uint32_t max_threads, const char* subcommand);
 
 // The driver cells generate carries out itself (held-consumer, reset-outstanding,

@@ -104,12 +104,13 @@ std::vector<ChunkId> DeclaredPolicy::prefetch_candidates(uint64_t cursor, size_t
   return out;
 }
 
-std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks, DeclaredSequence seq) {
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks, DeclaredSequence seq, LayerGroups groups) {
   switch (kind) {
     case PolicyKind::Lru: return std::make_unique<LruPolicy>(chunks);
     case PolicyKind::Zero: return std::make_unique<ZeroPolicy>();
     case PolicyKind::Declared: return std::make_unique<DeclaredPolicy>(chunks, std::move(seq), false);
     case PolicyKind::Prefetch: return std::make_unique<DeclaredPolicy>(chunks, std::move(seq), true);
+    case PolicyKind::LruKPerLayer: return std::make_unique<LruKPolicy>(chunks, std::move(groups));
   }
   return nullptr;
 }

@@ -28,7 +28,7 @@
 
 #include <vector>
 
-#include "policy/policy.hpp"
+#include "policy/lru_k.hpp"
 
 namespace resid {
 
@@ -83,9 +83,10 @@ class DeclaredPolicy final : public Policy {
   mutable uint64_t seen_stamp_ = 0;
 };
 
-// Every engine by kind: lru and zero need no sequence; declared and prefetch follow `seq`.
-std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks, DeclaredSequence seq);
-// The same over the cyclic sequence 0..chunks-1 (the synthetic scan).
+// Every engine by kind: lru and zero need no sequence; declared and prefetch follow `seq`;
+// lru_k_per_layer takes `groups` (std::invalid_argument without one group per chunk).
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks, DeclaredSequence seq, LayerGroups groups = {});
+// The same over the cyclic sequence 0..chunks-1 (the synthetic scan; no lru_k_per_layer).
 std::unique_ptr<Policy> make_policy(PolicyKind kind, uint32_t chunks);
 
 }  // namespace resid

@@ -10,6 +10,7 @@ const char* to_string(PolicyKind k) {
     case PolicyKind::Declared: return "declared";
     case PolicyKind::Prefetch: return "prefetch";
     case PolicyKind::Zero: return "zero";
+    case PolicyKind::LruKPerLayer: return "lru_k_per_layer";
   }
   return "?";
 }

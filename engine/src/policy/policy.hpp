@@ -21,7 +21,7 @@ namespace resid {
 using Evictable = std::function<bool(ChunkId)>;
 constexpr uint64_t kNoCursor = UINT64_MAX;
 
-enum class PolicyKind { Lru, Declared, Prefetch, Zero };
+enum class PolicyKind { Lru, Declared, Prefetch, Zero, LruKPerLayer };
 const char* to_string(PolicyKind k);
 
 class Policy {

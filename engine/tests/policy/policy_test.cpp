@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "policy/declared.hpp"
@@ -179,4 +180,124 @@ TEST(PolicyAll, VictimsNeverIncludeHeldChunks) {
     }
     EXPECT_FALSE(p->choose_victim(res, evictable).has_value()) << to_string(k);
   }
+}
+
+// ---- lru_k_per_layer ------------------------------------------------------------------------
+
+namespace {
+
+// Groups of `sizes[g]` consecutive chunks each.
+LayerGroups groups_of(const std::vector<uint32_t>& sizes, uint32_t k) {
+  LayerGroups g;
+  for (uint32_t i = 0; i < sizes.size(); ++i) g.group_of.insert(g.group_of.end(), sizes[i], i);
+  g.k = k;
+  return g;
+}
+
+const Evictable kAll = [](ChunkId) { return true; };
+
+}  // namespace
+
+// Hand-built: groups {0,1,2} {3,4,5} {6}; K = 2. Group 0 holds three (over K): its least
+// recent goes first even though a chunk of group 1 is older; then, no group over K, plain LRU.
+TEST(PolicyLruK, EvictsTheLeastRecentOfAGroupOverKFirst) {
+  LruKPolicy p(7, groups_of({3, 3, 1}, 2));
+  EXPECT_EQ(p.kind(), PolicyKind::LruKPerLayer);
+  EXPECT_STREQ(to_string(p.kind()), "lru_k_per_layer");
+  for (ChunkId c : {3u, 0u, 1u, 2u, 4u, 6u}) p.on_access(c);
+  std::vector<ChunkId> res = {0, 1, 2, 3, 4, 6};
+  EXPECT_EQ(p.choose_victim(res, kAll), 0u);  // group 0 over K; plain LRU would take 3
+  res.erase(std::find(res.begin(), res.end(), 0u));
+  EXPECT_EQ(p.choose_victim(res, kAll), 3u);  // every group at most K: LRU
+  // Recency moves with access: touching 1 again makes 2 group 0's least recent.
+  p.on_access(0);
+  p.on_access(1);
+  res = {0, 1, 2, 3, 4, 6};
+  EXPECT_EQ(p.choose_victim(res, kAll), 2u);
+}
+
+// Several groups over K: the least recent among all their chunks; an unevictable one is
+// skipped, and when a group over K has nothing evictable the choice falls back to LRU.
+TEST(PolicyLruK, SeveralGroupsOverKAndUnevictableChunks) {
+  LruKPolicy p(6, groups_of({2, 2, 2}, 1));
+  for (ChunkId c : {4u, 0u, 2u, 1u, 3u, 5u}) p.on_access(c);
+  const std::vector<ChunkId> res = {0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(p.choose_victim(res, kAll), 4u);
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId c) { return c != 4; }), 0u);
+  // Only group 0 over K, both its chunks held: plain LRU over the evictable rest.
+  const std::vector<ChunkId> res2 = {0, 1, 3, 5};
+  EXPECT_EQ(p.choose_victim(res2, [](ChunkId c) { return c > 1; }), 3u);
+  EXPECT_FALSE(p.choose_victim(res2, [](ChunkId) { return false; }).has_value());
+}
+
+TEST(PolicyLruK, ConstructionChecksGroupsAndK) {
+  EXPECT_THROW(LruKPolicy(4, groups_of({3}, 1)), std::invalid_argument);
+  EXPECT_THROW(LruKPolicy(3, groups_of({3}, 0)), std::invalid_argument);
+  EXPECT_THROW(make_policy(PolicyKind::LruKPerLayer, 4), std::invalid_argument);
+  EXPECT_EQ(make_policy(PolicyKind::LruKPerLayer, 3, DeclaredSequence::cyclic(3), groups_of({3}, 1))->kind(),
+            PolicyKind::LruKPerLayer);
+}
+
+// The cache simulation over a cyclic layer-by-layer pass (the generate shape: every group's
+// chunks in a row, pass after pass) with random holds: never an unevictable victim, and after
+// every eviction no group holds more than K unless every chunk of it beyond K was held or no
+// other evictable chunk was left (the fallback).
+TEST(PolicyLruK, KPerGroupHoldsAndNoHeldVictim) {
+  const std::vector<uint32_t> sizes = {4, 5, 5, 5, 2};
+  const uint32_t n = 21, k = 2, cap = 12;
+  LruKPolicy p(n, groups_of(sizes, k));
+  const auto g = groups_of(sizes, k).group_of;
+  std::vector<ChunkId> resident;
+  uint64_t misses = 0, seed = 7;
+  for (uint32_t pass = 0; pass < 6; ++pass)
+    for (ChunkId c = 0; c < n; ++c) {
+      p.on_access(c);
+      if (std::find(resident.begin(), resident.end(), c) != resident.end()) continue;
+      ++misses;
+      if (resident.size() == cap) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const ChunkId held = static_cast<ChunkId>((seed >> 33) % n);
+        auto evictable = [&](ChunkId x) { return x != c && x != held; };
+        const auto v = p.choose_victim(resident, evictable);
+        ASSERT_TRUE(v);
+        ASSERT_TRUE(evictable(*v)) << "victim " << *v;
+        resident.erase(std::find(resident.begin(), resident.end(), *v));
+      }
+      resident.push_back(c);
+      p.on_access(c);
+      // The group just filled may exceed K by the chunk in use; every other group is at most K+1
+      // (one over while its chunk was held) and the earlier groups settle at K.
+      std::vector<uint32_t> count(sizes.size(), 0);
+      for (ChunkId r : resident) ++count[g[r]];
+      for (uint32_t i = 0; i < sizes.size(); ++i) {
+        if (i == g[c] || pass == 0) continue;
+        EXPECT_LE(count[i], k + 1) << "pass " << pass << " chunk " << c << " group " << i;
+      }
+    }
+  // The last K chunks of every group survive a pass: each later pass misses at most
+  // n - (groups * K) + the held-chunk disturbances, far below plain LRU's n per pass.
+  LruPolicy lru(n);
+  const uint64_t lru_misses = simulate(lru, cyclic(n, 6), cap);
+  EXPECT_EQ(lru_misses, 6u * n);
+  EXPECT_LT(misses, lru_misses);
+}
+
+// With K at least every group's size no group is ever over K: the same victims as LRU.
+TEST(PolicyLruK, EqualsLruWhenKCoversEveryGroup) {
+  const std::vector<uint32_t> sizes = {3, 4, 2};
+  LruKPolicy lk(9, groups_of(sizes, 4));
+  LruPolicy lru(9);
+  uint64_t seed = 11;
+  for (int i = 0; i < 400; ++i) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const ChunkId c = static_cast<ChunkId>((seed >> 33) % 9);
+    lk.on_access(c);
+    lru.on_access(c);
+    std::vector<ChunkId> res;
+    for (ChunkId x = 0; x < 9; ++x)
+      if ((seed >> (x + 3)) & 1) res.push_back(x);
+    auto ev = [&](ChunkId x) { return ((seed >> (x + 13)) & 3) != 0; };
+    EXPECT_EQ(lk.choose_victim(res, ev), lru.choose_victim(res, ev)) << "step " << i;
+  }
+  EXPECT_EQ(simulate(lk, cyclic(9, 5), 5), simulate(lru, cyclic(9, 5), 5));
 }

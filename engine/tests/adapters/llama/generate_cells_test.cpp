@@ -232,3 +232,64 @@ TEST(WarmRequest, WarmEqualsPrimaryAndReusesResidentChunks) {
   const GenRun zero = generate(dir, model, "zero", "pager-zero", kBudget, {"--warm-request"});
   expect_warm_equals_primary(zero, "zero");
 }
+
+// pager-lru-k (lru_k_per_layer, C7's per-layer LRU): at a budget below the model it is exact
+// (tokens and every logit row equal kernel-mmap's), closes clean, records the arm and K, and
+// reads fewer bytes than pager-zero (the last K chunks of each layer survive a pass); plain
+// LRU on the same cyclic passes keeps nothing either. The flag's own errors are one line, exit 2.
+class LruK : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LruK, ExactBelowTheModelAndReadsLessThanZero) {
+  std::string why;
+  const std::string model = tiny_model(GetParam(), &why);
+  if (model.empty()) GTEST_SKIP() << why;
+  if (auto u = test::uffd_unavailable()) GTEST_SKIP() << *u;
+  test::TempDir dir;
+  const std::string oracle = dir.file("mmap");
+  const auto s = test::spawn_capture(RESIDCTL_PATH,
+                                     {"generate", "--model", model, "--out", oracle, "--arm", "kernel-mmap", "--prompt",
+                                      "the quick brown fox jumps", "--tokens", "6", "--ctx", "64", "--threads", "2",
+                                      "--chunk-size", std::to_string(kChunk)},
+                                     dir.file("mmap.stderr"));
+  ASSERT_EQ(s.status, 0) << s.err;
+  const GenRun zero = generate(dir, model, "zero", "pager-zero", kBudget, {});
+  const GenRun lruk = generate(dir, model, "lruk", "pager-lru-k", kBudget, {"--lru-k", "3"});
+  for (const GenRun* r : {&zero, &lruk}) {
+    ASSERT_EQ(r->status, 0) << r->err;
+    ASSERT_EQ(r->j["status"], "ok") << r->j["error"];
+    EXPECT_EQ(test::slurp(r->out + "/tokens.json"), test::slurp(oracle + "/tokens.json")) << r->out;
+    EXPECT_TRUE(test::slurp(r->out + "/logits.f32") == test::slurp(oracle + "/logits.f32")) << r->out << ": logits differ";
+    EXPECT_LT(r->j["budget"]["budget_chunks"].get<uint64_t>(), r->j["region"]["chunks"].get<uint64_t>()) << r->out;
+    EXPECT_EQ(r->j["counters"]["reconcile_mismatches"], 0) << r->out;
+    EXPECT_TRUE(r->j["plan"]["balanced"].get<bool>()) << r->out;
+  }
+  EXPECT_EQ(lruk.j["arm"], "pager-lru-k");
+  EXPECT_EQ(lruk.j["policy"], "lru_k_per_layer");
+  EXPECT_EQ(lruk.j["policy_k"], 3);
+  EXPECT_EQ(lruk.j["config"]["arm"], "pager-lru-k");
+  EXPECT_EQ(lruk.j["config"]["lru_k"], 3);
+  EXPECT_TRUE(zero.j["config"]["lru_k"].is_null());
+  EXPECT_TRUE(zero.j["policy_k"].is_null());
+  EXPECT_LT(lruk.j["counters"]["physical_bytes_read"].get<uint64_t>(),
+            zero.j["counters"]["physical_bytes_read"].get<uint64_t>());
+  EXPECT_LT(lruk.j["counters"]["misses"].get<uint64_t>(), zero.j["counters"]["misses"].get<uint64_t>());
+
+  const std::string budget = std::to_string(kBudget), out = dir.file("bad");
+  const std::vector<std::string> gen = {"generate", "--model", model, "--out", out, "--prompt", "x", "--budget-bytes", budget};
+  const std::vector<std::vector<std::string>> bad = {{"--arm", "pager-lru-k"},
+                                                     {"--arm", "pager-zero", "--lru-k", "2"},
+                                                     {"--arm", "pager-lru-k", "--lru-k", "0"}};
+  std::vector<std::vector<std::string>> runs = {{"scan", "--region", model, "--out", out, "--arm", "pager-lru-k", "--budget-bytes", budget}};
+  for (const auto& extra : bad) {
+    runs.push_back(gen);
+    runs.back().insert(runs.back().end(), extra.begin(), extra.end());
+  }
+  for (const auto& args : runs) {
+    const auto b = test::spawn_capture(RESIDCTL_PATH, args, dir.file("bad.stderr"));
+    EXPECT_EQ(b.status, 2) << b.err;
+    EXPECT_EQ(test::count_lines(b.err), 1u) << b.err;
+    EXPECT_NE(b.err.find("lru-k"), std::string::npos) << b.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LruK, ::testing::Values(std::string("dense"), std::string("moe")));

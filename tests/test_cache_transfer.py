@@ -1,0 +1,120 @@
+"""The cache-transfer campaign (claim C7): the cells' order and flags, the gather of fake
+generate runs into results/cache_transfer.parquet, and C7 on it: passes, fails, insufficient."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from residency import cache_transfer, claims, config, lineage
+from residency.arms import PAGER_LRU_K, PAGER_ZERO
+from residency.gather import table_from
+from residency.gather_cache_transfer import gather_cache_transfer
+
+from fixtures import make_model_run, seal
+from test_config import default
+
+TABLE = ("results", "cache_transfer.parquet")
+
+
+def test_cells_alternate_and_differ_only_in_the_arm():
+    cfg = default()
+    cfg["cache_transfer"]["prompts"] = ["a", "b", "c"]
+    assert cache_transfer.order(cfg) == [(0, PAGER_ZERO), (0, PAGER_LRU_K), (1, PAGER_LRU_K), (1, PAGER_ZERO),
+                                         (2, PAGER_ZERO), (2, PAGER_LRU_K)]
+    runs = cache_transfer.runs(cfg)
+    assert runs[0] == "results/runs/cache_transfer/pair0/pager-zero/harness.json"
+    assert cache_transfer.previous_run(cfg, 0, PAGER_ZERO) == []
+    assert cache_transfer.previous_run(cfg, 1, PAGER_ZERO) == [runs[2]]
+    z, k = (cache_transfer.generate_args(cfg, a, "m.gguf") for a in (PAGER_ZERO, PAGER_LRU_K))
+    assert f"--lru-k {cfg['cache_transfer']['k']}" in k and "--lru-k" not in z
+    assert k.replace(f" --lru-k {cfg['cache_transfer']['k']}", "").replace(PAGER_LRU_K, PAGER_ZERO) == z
+    assert "--meta order=2" in cache_transfer.harness_args(cfg, 1, PAGER_LRU_K)
+
+
+def test_config_checks_the_section():
+    cfg = default()
+    cfg["cache_transfer"]["model"] = "user:nope"
+    with pytest.raises(config.ConfigError, match="cache_transfer.model"):
+        config.validate(cfg)
+    cfg = default()
+    del cfg["cache_transfer"]["k"]
+    with pytest.raises(config.ConfigError):
+        config.validate(cfg)
+
+
+def _cell(root, pair, arm, order, *, phys, decode_ns, flip=None, status="ok"):
+    d = make_model_run(root / "runs", "cache_transfer", arm, None, pair, flip=flip, status=status, sealed=False)
+    run = json.loads((d / "run.json").read_text())
+    run["counters"]["physical_bytes_read"] = phys
+    run["generation"]["decode_ns"] = decode_ns
+    run["config"]["lru_k"] = 8 if arm == PAGER_LRU_K else None
+    (d / "run.json").write_text(json.dumps(run))
+    h = json.loads((d / "harness.json").read_text())
+    h["meta"].update({"pair": str(pair), "order": str(order)})
+    (d / "harness.json").write_text(json.dumps(h))
+    return seal(d)
+
+
+def project(tmp_path, pairs=((1000, 400, 9, 2), (1000, 390, 8, 3)), flip_pair=None, drop=None, failed=None):
+    """Fake cells: per pair (zero bytes, lru-k bytes, zero decode s, lru-k decode s)."""
+    root = tmp_path / "p"
+    dirs = []
+    for i, (zb, kb, zd, kd) in enumerate(pairs):
+        arms = (PAGER_ZERO, PAGER_LRU_K) if i % 2 == 0 else (PAGER_LRU_K, PAGER_ZERO)
+        for j, arm in enumerate(arms):
+            if drop == (i, arm):
+                continue
+            zero = arm == PAGER_ZERO
+            dirs.append(_cell(root, i, arm, 2 * i + j, phys=zb if zero else kb, decode_ns=int((zd if zero else kd) * 1e9),
+                              flip=9 if (flip_pair == i and not zero) else None,
+                              status="failed" if failed == (i, arm) else "ok"))
+    res = root / "results"
+    res.mkdir(parents=True)
+    (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
+    (res / "probe.json").write_text(json.dumps({"cgroup": {"version": 1}}))
+    gather_cache_transfer(dirs, str(root.joinpath(*TABLE)))
+    return root
+
+
+def test_gather_pairs_and_lineage(tmp_path):
+    root = project(tmp_path, flip_pair=1)
+    p = root.joinpath(*TABLE)
+    t = pd.read_parquet(p)
+    assert list(t["order"]) == [0, 1, 2, 3] and list(t["arm"]) == [PAGER_ZERO, PAGER_LRU_K, PAGER_LRU_K, PAGER_ZERO]
+    assert list(t["lru_k"].fillna(0)) == [0, 8, 8, 0]
+    assert t[t["pair"] == 0]["logits_equal_pair"].all() and not t[t["pair"] == 1]["logits_equal_pair"].any()
+    lin = lineage.of(p)
+    assert lin["study"] == "cache-transfer" and len(lin["run_dirs"]) == 4
+    assert table_from(lin).to_pandas().equals(t)
+
+
+def test_c7_holds_on_the_host_and_names_the_gpu_half_when_every_pair_is_exact_and_lru_k_wins(tmp_path):
+    doc = claims.make("C7", project(tmp_path), {})
+    # Every host assertion holds; the H2D half has no measurement without a device: not a pass.
+    assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+    assert [r.split(" (")[0] for r in doc["reasons"]] == ["unevaluable: /values/h2d_bytes_fewer: value missing"]
+    v = doc["values"]
+    assert v["n_pairs"] == 2 and v["exact"] == [True] * 4
+    assert v["pairs"]["1"]["order"] == [PAGER_LRU_K, PAGER_ZERO]
+    assert v["bytes_reduction"] == pytest.approx(1 - 790 / 2000)
+    assert v["decode_reduction"] == pytest.approx(1 - 5 / 17)
+
+
+@pytest.mark.parametrize("kw, pointer", [
+    ({"flip_pair": 1}, "/values/exact"),
+    ({"pairs": ((1000, 400, 9, 2), (1000, 1000, 8, 3))}, "/values/fewer_bytes"),
+    ({"pairs": ((1000, 400, 9, 2), (1000, 390, 3, 3))}, "/values/lower_decode"),
+])
+def test_c7_fails_when_one_pair_breaks_the_statement(tmp_path, kw, pointer):
+    doc = claims.make("C7", project(tmp_path, **kw), {})
+    assert doc["verdict"] == "fail"
+    assert any(pointer in r for r in doc["reasons"]), doc["reasons"]
+
+
+@pytest.mark.parametrize("kw, why", [({"drop": (1, PAGER_ZERO)}, "pair 1 has cells"),
+                                     ({"failed": (0, PAGER_LRU_K)}, "did not finish ok")])
+def test_c7_is_insufficient_without_complete_pairs(tmp_path, kw, why):
+    doc = claims.make("C7", project(tmp_path, **kw), {})
+    assert doc["verdict"] == "insufficient-evidence"
+    assert any(why in r for r in doc["reasons"]), doc["reasons"]

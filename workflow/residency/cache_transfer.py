@@ -1,0 +1,75 @@
+"""The cache-transfer campaign (reference 004 A.5, claim C7): zero reuse (pager-zero) against
+independent per-layer LRU-k (pager-lru-k, `--lru-k K`) on one model, with the same scheduler
+and representation (same build, source, windows, chunk size, budget, threads), one pair of
+cells per configured prompt, bound to the config's `cache_transfer` section.
+
+The cells run one after another in alternating order (pair 0: zero, lru-k; pair 1: lru-k,
+zero; ...): each cell's job waits for the one before it, so neither arm always runs first on
+a storage state the other left. Every cell is one job under the harness.
+"""
+
+from __future__ import annotations
+
+from .arms import PAGER_LRU_K, PAGER_ZERO
+from .cells import digest, entry_files, entry_name, entry_view, meta_flags, model_spec, run_sections
+
+RUNS = "results/runs/cache_transfer"
+TABLE = "results/cache_transfer.parquet"
+ARMS = (PAGER_ZERO, PAGER_LRU_K)
+
+
+def model(config: dict) -> str:
+    """The model's name in paths."""
+    return entry_name(config["cache_transfer"]["model"])
+
+
+def model_files(config: dict) -> tuple[str, str]:
+    """(GGUF path, identity record) of the campaign's model."""
+    return entry_files(config, config["cache_transfer"]["model"])
+
+
+def order(config: dict) -> list[tuple[int, str]]:
+    """(pair, arm) of every cell in run order: zero, lru-k, lru-k, zero, zero, lru-k, ..."""
+    n = len(config["cache_transfer"]["prompts"])
+    return [(i, a) for i in range(n) for a in (ARMS if i % 2 == 0 else ARMS[::-1])]
+
+
+def cell_run(pair: int, arm: str) -> str:
+    return f"{RUNS}/pair{pair}/{arm}/harness.json"
+
+
+def runs(config: dict) -> list[str]:
+    """Every cell's harness record, in run order."""
+    return [cell_run(i, a) for i, a in order(config)]
+
+
+def previous_run(config: dict, pair: int, arm: str) -> list[str]:
+    """The cell run just before this one ([] for the first): its job waits for it."""
+    seq = order(config)
+    k = seq.index((int(pair), arm))
+    return [cell_run(*seq[k - 1])] if k else []
+
+
+def prompt(config: dict, pair: int) -> str:
+    return config["cache_transfer"]["prompts"][int(pair)]
+
+
+def ct_digest(config: dict) -> str:
+    """What the cells depend on: every run's sections, the campaign's and the model as configured."""
+    c = config["cache_transfer"]
+    return digest(run_sections(config) | {"cache_transfer": c, "model": model_spec(entry_view(config, c["model"]))})
+
+
+def generate_args(config: dict, arm: str, gguf: str) -> str:
+    """The residctl generate flags of one cell (prompt and run directory added by the rule):
+    both arms the same but for the arm and, for pager-lru-k, K."""
+    c = config["cache_transfer"]
+    k = f" --lru-k {c['k']}" if arm == PAGER_LRU_K else ""
+    return (f"--model {gguf} --tokens {c['tokens']} --ctx {c['ctx']} --threads {c['threads']}"
+            f" --watchdog-s {c['watchdog_s']} --arm {arm}{k} --budget-bytes {c['budget_bytes']}"
+            f" --chunk-size {c['chunk_bytes']} --huge-chunks off --source {c['source']} --windows {c['windows']}")
+
+
+def harness_args(config: dict, pair: int, arm: str) -> str:
+    return meta_flags(ct_digest(config), {"campaign": "cache_transfer", "arm": arm, "pair": int(pair),
+                                          "order": order(config).index((int(pair), arm))})

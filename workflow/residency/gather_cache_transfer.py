@@ -1,0 +1,52 @@
+"""results/cache_transfer.parquet (claim C7): one row per cell of the cache-transfer campaign
+(pager-zero against pager-lru-k, one pair per prompt), made again from the run directories by
+`verify --deep`. Within each pair the lru-k cell's tokens and logit rows are byte-compared with
+the zero cell's (the same build, scheduler and representation); both rows carry the outcome.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from . import gather
+from .arms import PAGER_LRU_K, PAGER_ZERO
+from .exactness import compare
+
+STUDY = "cache-transfer"
+
+
+def cell_row(run_dir: Path) -> dict:
+    row, run, meta = gather._common(run_dir)
+    gen, cfg = run.get("generation") or {}, run.get("config") or {}
+    return {"pair": int(meta["pair"]), "order": int(meta["order"]), "arm": row["arm"], "status": row["status"],
+            "error": row["error"], "policy": row["policy"], "lru_k": gather._int(cfg.get("lru_k")),
+            "source_engine": row["source_engine"], "chunk_bytes": row["chunk_bytes"], "budget_bytes": row["budget_bytes"],
+            "budget_chunks": row["budget_chunks"], "chunks": row["chunks"], "tokens": gather._int(gen.get("tokens")),
+            "prefill_ns": gather._int(gen.get("prefill_ns")), "decode_ns": gather._int(gen.get("decode_ns")),
+            "physical_bytes_read": row["physical_bytes_read"], "misses": row["misses"],
+            "demand_fills": row["demand_fills"], "host_grade": row["host_grade"],
+            "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
+            "engine_sha256": row["engine_sha256"], "config_digest": row["config_digest"],
+            "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"]}
+
+
+def cache_transfer_table(lin: dict) -> pa.Table:
+    rows = sorted((cell_row(Path(d)) for d in lin["run_dirs"]), key=lambda r: r["order"])
+    by_pair: dict[int, dict[str, dict]] = {}
+    for r in rows:
+        by_pair.setdefault(r["pair"], {})[r["arm"]] = r
+    for cells in by_pair.values():
+        z, k = cells.get(PAGER_ZERO), cells.get(PAGER_LRU_K)
+        cmp = (compare(k["run_dir"], z["run_dir"]) if z and k and z["status"] == k["status"] == "ok" else None)
+        for r in cells.values():
+            r["tokens_equal_pair"] = cmp.tokens_equal if cmp else None
+            r["logits_equal_pair"] = cmp.logits_equal if cmp else None
+            r["exactness_detail"] = (cmp.detail or None) if cmp else "no complete pair to compare"
+    return pa.Table.from_pylist(rows)
+
+
+def gather_cache_transfer(run_dirs: list[str | os.PathLike], out: str) -> pa.Table:
+    return gather._write({"study": STUDY, "run_dirs": sorted(map(str, run_dirs))}, out)
