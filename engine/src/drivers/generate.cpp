@@ -116,7 +116,11 @@ void GenerateRun::load_graph_plan() {
 
 // The generation's own watchdog: no consumption signal for the watchdog's time.
 std::string GenerateRun::watch_error() {
-  const uint64_t idle = now_ns() - last_progress_ns_.load(std::memory_order_relaxed);
+  // The driver thread may stamp a progress time later than a `now` read before it: read the
+  // stamp first, and never let the difference wrap (a wrapped one read as hours idle).
+  const uint64_t last = last_progress_ns_.load(std::memory_order_relaxed);
+  const uint64_t now = now_ns();
+  const uint64_t idle = now > last ? now - last : 0;
   if (!in_generation_.load() || idle <= static_cast<uint64_t>(a_.watchdog_s * 1e9) || (pager_ && pager_->failed()))
     return {};
   const PagerStats ps = pager_ ? pager_->stats() : PagerStats{};
