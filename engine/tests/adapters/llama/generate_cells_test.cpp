@@ -272,7 +272,9 @@ TEST_P(LruK, ExactBelowTheModelAndReadsLessThanZero) {
   EXPECT_TRUE(zero.j["policy_k"].is_null());
   EXPECT_LT(lruk.j["counters"]["physical_bytes_read"].get<uint64_t>(),
             zero.j["counters"]["physical_bytes_read"].get<uint64_t>());
-  EXPECT_LT(lruk.j["counters"]["misses"].get<uint64_t>(), zero.j["counters"]["misses"].get<uint64_t>());
+  // Not the misses: a step's access misses when any of its chunks is absent, and on the MoE
+  // with two compute threads every step can still miss one (232 and 232 seen): the bytes
+  // read are what the cache saves.
 
   const std::string budget = std::to_string(kBudget), out = dir.file("bad");
   const std::vector<std::string> gen = {"generate", "--model", model, "--out", out, "--prompt", "x", "--budget-bytes", budget};
