@@ -158,10 +158,14 @@ def test_each_cell_made_its_cgroup_inside_its_job(cluster_run, campaign):
 
 
 def _expected_outcome(cell: str, h: dict) -> bool:
-    """A run that completed, or P3's protected cell killed at its hard v1 limit (v1 has no
-    memory.high: the protected cell cannot be throttled, so it ends at the limit, as locally)."""
+    """A run that completed; a fatal fault cell that failed closed (its engine run ends
+    failed by design: the cell's validators judge it); or P3's protected cell killed at its
+    hard v1 limit (v1 has no memory.high: the protected cell cannot be throttled, so it ends
+    at the limit, as locally)."""
     if h["status"] == "ok":
         return True
+    if h["meta"].get("campaign") == "faults" and h["meta"].get("class") == "fatal":
+        return h["status"] == "failed"
     return ("/reclaim/protected/" in cell and h["status"] == "oom-killed"
             and (h["host"].get("cgroup") or {}).get("version") == 1)
 
