@@ -37,6 +37,18 @@ if (missing := residency_cells.missing_model(config)) is not None:
 
 
 include: "workflow/rules/common.smk"
+
+
+# Wildcards shared by the run rules of every study.
+wildcard_constraints:
+    arm="|".join(arms.PAGER_ARMS),
+    signal="all-threads-finished|thread0-started",
+    r=r"[0-9.]+",
+    rep=r"\d+",
+    threads=r"\d+",
+    compute=r"\d+",
+
+
 include: "workflow/rules/llama.smk"
 include: "workflow/rules/engine.smk"
 include: "workflow/rules/models.smk"

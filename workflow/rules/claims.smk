@@ -16,14 +16,6 @@ SWEEP_LEDGERS = [f"{cells.SWEEP_CLAIMS}/{n}/ledger.json" for n in SWEEP_NAMES]
 CLAIM_SETTINGS = _json.dumps(config["claims"], sort_keys=True)
 
 
-def claim_protocol(claim_id, name=None):
-    """The campaign design the claim's inputs are made under (residency/protocol.py), as the
-    claim's model sees it (the primary unless named: one model's claims do not change with
-    the rest of pager_model.models)."""
-    view = cells.model_view(config, name)
-    return _json.dumps(_protocol.of(view, _claims.input_paths(claim_id)), sort_keys=True)
-
-
 rule claim:
     input:
         data=lambda w: _claims.input_paths(w.claim_id),

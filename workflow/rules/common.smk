@@ -1,6 +1,6 @@
-# Shared names for the rule files: residency.cells (paths, the campaign's cells, config
-# digests, the residctl flags of a cell; tested in tests/test_cells.py) bound to the loaded
-# config. No logic here; rule files hold rules only.
+# Shared names and helpers of the rule files, from residency.cells (paths, the campaign's cells,
+# config digests, the residctl flags of a cell; tested in tests/test_cells.py) bound to the
+# loaded config, and the few functions the rules call. The rule files hold rules only.
 
 import json
 import re
@@ -8,6 +8,8 @@ import shlex
 from functools import partial
 
 from residency import arms, cache_transfer, cells, fault_cells
+from residency import claims as residency_claims
+from residency import protocol as residency_protocol
 from residency import tasks as residency_tasks
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
@@ -37,7 +39,7 @@ CONTENT_DIGESTS_CMD = (
 # ---- the synthetic pager study ------------------------------------------------------------
 
 PS = config["pager_synthetic"]
-# Every run rule has its campaign's config digest as a plain param: Snakemake reruns a job
+# Each run rule has its campaign's config digest as a plain param, since Snakemake reruns a job
 # when a param changes, but does not compare params derived from input (`lambda w, input:`),
 # which most of the flags are.
 PS_DIGEST = cells.ps_digest(config)
@@ -56,15 +58,6 @@ STRESS_CELLS = cells.stress_cells(config)
 
 def calibration_runs(wildcards):
     return cells.calibration_runs(config, wildcards.threads)
-
-
-wildcard_constraints:
-    arm="|".join(arms.PAGER_ARMS),
-    signal="all-threads-finished|thread0-started",
-    r=r"[0-9.]+",
-    rep=r"\d+",
-    threads=r"\d+",
-    compute=r"\d+",
 
 
 # ---- reclaim authority (reference 000, claim 3) -------------------------------------------
@@ -124,3 +117,27 @@ ms_meta = partial(cells.ms_meta, config)
 
 def ms_previous(wildcards):
     return cells.ms_previous(config, wildcards.cell)
+
+
+# ---- claims and tables ---------------------------------------------------------------------
+
+
+def claim_protocol(claim_id, name=None):
+    """The campaign design the claim's inputs are made under (residency/protocol.py), as the
+    claim's model sees it (the primary unless named: one model's claims do not change with
+    the rest of pager_model.models)."""
+    view = cells.model_view(config, name)
+    return json.dumps(residency_protocol.of(view, residency_claims.input_paths(claim_id)), sort_keys=True)
+
+
+def sweep_model(name):
+    """What results/tables/models.* reads of one model of pager_model.models."""
+    return {"name": name, "runs": cells.pm_parquet(config, name), "opt": cells.pm_opt(config, name),
+            "inventory": cells.pm_model(cells.model_view(config, name))[2],
+            "claims": [cells.pm_claim(config, name, c) for c in MODEL_CLAIM_IDS]}
+
+
+def table_outputs(name):
+    """A table's three files; the CSV goes into the Snakemake report."""
+    csv = report(f"results/tables/{name}.csv", caption="../report/table.rst", category="Tables")
+    return [csv, *(f"results/tables/{name}.{ext}" for ext in ("md", "tex"))]

@@ -10,20 +10,7 @@ TABLE10_CLAIMS = ["claims/C10.json", "claims/C9.json"]  # the stopped line and t
 TABLES += [f"{cells.pm_table_stem(config, n)}.{ext}" for n in SWEEP_NAMES for ext in ("csv", "md", "tex")]
 
 
-def sweep_model(name):
-    """What results/tables/models.* reads of one model of pager_model.models."""
-    return {"name": name, "runs": cells.pm_parquet(config, name), "opt": cells.pm_opt(config, name),
-            "inventory": cells.pm_model(cells.model_view(config, name))[2],
-            "claims": [cells.pm_claim(config, name, c) for c in MODEL_CLAIM_IDS]}
-
-
 SWEEP_MODELS = [sweep_model(n) for n in PM_NAMES]
-
-
-def table_outputs(name):
-    """A table's three files; the CSV goes into the Snakemake report."""
-    csv = report(f"results/tables/{name}.csv", caption="../report/table.rst", category="Tables")
-    return [csv, *(f"results/tables/{name}.{ext}" for ext in ("md", "tex"))]
 
 
 rule table_pager_synthetic:
