@@ -12,7 +12,7 @@ adapter: primary request -> reset -> warm request -> reset -> shutdown in one pr
 
 from __future__ import annotations
 
-from .cells import USER_PREFIX, digest, entry_files, entry_name, meta_flags, run_sections
+from .cells import digest, entry_files, entry_name, entry_view, meta_flags, model_spec, run_sections
 
 FAULT_RUNS = "results/runs/faults"
 FAULT_TABLE = "results/faults.parquet"
@@ -54,18 +54,17 @@ def model_files(config: dict, adapter: str) -> tuple[str, str]:
     return entry_files(config, _entry(config, adapter))
 
 
-def _model_spec(config: dict, adapter: str) -> dict:
-    e = _entry(config, adapter)
-    if e.startswith(USER_PREFIX):
-        return {u["name"]: u for u in config["models"]["user"]}[adapter]
-    return config["models"]["smollm2"] if e == "smollm2" else config["models"]["synthetic"]
-
-
 def faults_digest(config: dict, adapter: str) -> str:
     """What an adapter's cells depend on: every run's sections, the campaign's section, the
     prompt, and the adapter's model as configured."""
     return digest(run_sections(config) | {"faults": config["faults"], "prompt": config["pager_model"]["prompt"],
-                                          "model": _model_spec(config, adapter)})
+                                          "model": _model_entry(config, adapter)})
+
+
+def _model_entry(config: dict, adapter: str) -> dict:
+    """The models entry the adapter's model is made from (cells.model_spec's one value)."""
+    (entry,) = model_spec(entry_view(config, _entry(config, adapter))).values()
+    return entry
 
 
 def cell_names(config: dict, adapter: str) -> list[str]:
