@@ -43,6 +43,11 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
   g->add_flag("--warm-request", c.warm_request,
               "C12: after the request, reset (llama.cpp's memory and the Plan), serve the same prompt again with the "
               "pager's resident chunks kept, reset again, shut down (run.json requests; a pager arm)");
+  g->add_option("--draft", c.draft,
+                "C4: greedy speculative decoding with this GGUF as the draft (its tokenizer must be the target's); run.json "
+                "speculative");
+  add_uint(g, "--draft-max", c.draft_max, "--draft: at most this many proposed tokens per target traversal")
+      ->capture_default_str();
   g->add_flag("--repack", c.repack,
               "negative control: let llama.cpp repack weights at load; the load check then refuses a model whose weights "
               "are no longer file-backed (exit 2)");

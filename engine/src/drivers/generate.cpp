@@ -205,6 +205,15 @@ int run_generate(const GenerateConfig& cfg) {
   if (cfg.warm_request && cfg.pager.calibrate) throw InputError("--warm-request serves requests; --calibrate generates nothing");
   if (cfg.warm_request && cfg.pager.fault.active())
     throw InputError("--warm-request takes no --fault (" + to_string(cfg.pager.fault) + "): a cell is judged on one request");
+  if (!cfg.draft.empty()) {
+    struct stat t{}, d{};
+    if (::stat(cfg.draft.c_str(), &d) != 0) throw InputError("--draft " + cfg.draft + " cannot be opened");
+    if (::stat(cfg.model.c_str(), &t) == 0 && t.st_dev == d.st_dev && t.st_ino == d.st_ino)
+      throw InputError("--draft is the target's own file: a draft is a different (smaller) model");
+    if (cfg.draft_max == 0) throw InputError("--draft-max must be at least 1");
+    if (cfg.warm_request || cfg.pager.calibrate || cfg.pager.fault.active())
+      throw InputError("--draft takes no --warm-request, --calibrate or --fault: a speculative run is one plain request");
+  }
   capture_llama_log();
   // The model's header and tensor table (a split GGUF and a GGUF without architecture are
   // refused here), then whether llama.cpp knows the architecture, then the objects.

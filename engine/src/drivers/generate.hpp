@@ -47,6 +47,11 @@ struct GenerateConfig {
   // epoch advanced), the same prompt and --tokens again with the pager's resident chunks
   // kept (the warm request), another reset and the shutdown. A pager arm only.
   bool warm_request = false;
+  // --draft (C4, reference 004 Appendix A.1): greedy speculative decoding with this GGUF as
+  // the draft (its vocabulary must be the target's); up to draft_max proposed tokens per
+  // target traversal. Empty: plain greedy decoding, one traversal per token.
+  std::string draft;
+  uint32_t draft_max = 6;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

@@ -284,6 +284,7 @@ void GenerateRun::generate_tokens(llama_context* ctx, const llama_vocab* vocab) 
   tokens_.push_back(tok);
   take_row(0, row);
   progress_line(1, cfg_.tokens == 1);
+  if (spec_.ctx) return generate_speculative(ctx);
   const uint64_t t_dec = now_ns();
   for (uint32_t i = 1; i < cfg_.tokens; ++i) {
     if (auto why = stop_reason(); !why.empty()) {
@@ -330,6 +331,7 @@ void GenerateRun::drive() {
   llama_context* ctx = nullptr;
   ggml_threadpool* tp = nullptr;
   auto teardown = [&] {
+    free_draft();
     if (ctx) llama_free(ctx);
     ctx = nullptr;
     if (pager_) pager_->shutdown();
@@ -345,6 +347,10 @@ void GenerateRun::drive() {
     const llama_vocab* vocab = llama_model_get_vocab(model);
     n_vocab_ = llama_vocab_n_tokens(vocab);
     if (!tokenize_prompt(vocab)) return teardown();
+    if (!cfg_.draft.empty()) {
+      if (!load_draft(vocab, tp)) return teardown();
+      io0_.fetch_add(spec_.load_bytes_read);  // the process's reads stay the target's
+    }
     loaded_ = true;
     try {
       make_dirs(a_.out);

@@ -148,6 +148,7 @@ nlohmann::json GenerateRun::record(const std::string& error) {
                 {"load_mode", "mmap"},         {"lazy_mode", "off"},          {"threadpool", "persistent"},
                 {"threads", a_.threads},       {"ctx", cfg_.ctx}};
   j["generation"] = generation_json();
+  j["speculative"] = speculative_json();
   j["objects"] = m_.objects.size();
   j["steps_per_pass"] = S_;
   j["max_step_chunks"] = m_.max_step_chunks();

@@ -80,6 +80,15 @@ class GenerateRun final : public StepListener {
     uint64_t misses = 0, physical_bytes_read = 0;
   };
 
+  // --draft (generate_speculative.cpp): the draft model and what the rounds did.
+  struct Speculative {
+    llama_model* model = nullptr;
+    llama_context* ctx = nullptr;
+    size_t n_past = 0;  // tokens of the committed prefix in the draft's KV cache
+    uint64_t traversals = 0, drafted = 0, accepted = 0, full_groups = 0, rows_traversed = 0;
+    uint64_t draft_ns = 0, load_ns = 0, load_bytes_read = 0;
+  };
+
   struct RecycleProbe {
     bool fired = false;
     ChunkId chunk = 0;
@@ -124,6 +133,12 @@ class GenerateRun final : public StepListener {
   void reset_request(llama_context* ctx);
   RequestLog request_log(const char* kind, const llama_vocab* vocab, uint64_t misses0, uint64_t io0) const;
   nlohmann::json requests_json() const;
+  // generate_speculative.cpp: --draft.
+  bool load_draft(const llama_vocab* target_vocab, ggml_threadpool* tp);
+  void free_draft();
+  std::vector<llama_token> propose(const std::vector<llama_token>& hist, uint32_t k);
+  void generate_speculative(llama_context* ctx);
+  nlohmann::json speculative_json() const;
   // generate_llama.cpp: the driver thread.
   void drive();
   bool load_model(llama_model*& model);
@@ -193,6 +208,7 @@ class GenerateRun final : public StepListener {
   HeldCell held_;
   ShutdownCell shut_cell_;
   std::vector<RequestLog> requests_;
+  Speculative spec_;
   bool write_logits_ = true;  // take_row writes logits.f32 (the primary request only)
   uint32_t reset_errors_ = 0;
   std::string reset_error_;
