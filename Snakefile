@@ -61,6 +61,7 @@ include: "workflow/rules/reclaim.smk"
 include: "workflow/rules/faults.smk"
 include: "workflow/rules/tasks.smk"
 include: "workflow/rules/cache_transfer.smk"
+include: "workflow/rules/speculative.smk"
 include: "workflow/rules/gather.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
@@ -76,8 +77,8 @@ localrules:
     all, figures, claims, tables, llama, llama_sdist, llm_models, model_smollm2, overhead, pager_model_overhead,
     gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
     analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
-    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
-    table_pager_model_sweep, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
+    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, gather_speculative, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
+    table_pager_model_sweep, table9_populations, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
 
 
 onstart:

@@ -79,6 +79,11 @@ def _cmd_gather(a) -> int:
         from .gather_cache_transfer import gather_cache_transfer
 
         t = gather_cache_transfer(a.run_dirs, a.out)
+    elif a.study == "speculative":
+        from .gather_speculative import gather_speculative
+
+        _need(a, "draft_identity")
+        t = gather_speculative(a.run_dirs, a.draft_identity, a.out)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
@@ -142,6 +147,11 @@ def _cmd_table(a) -> int:
                 raise SystemExit("residency: error: table table4-identity needs --runs CERTIFICATE,MATCHED,FAULTS,WARM "
                                  f"(four Parquet tables, comma-separated; got {len(parts)})")
             tf.table4_identity(*parts, a.out_stem)
+        return 0
+    if a.table == "table9-populations":
+        from .tables_appendix import table9_populations
+
+        table9_populations(a.runs.split(","), a.out_stem)
         return 0
     if a.table in ("table3-principal", "table5-certificate", "table10-negative-results"):
         from . import tables_certificate as tc
@@ -327,11 +337,12 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
     s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
-                                     "faults", "reset-warm", "tasks", "cache-transfer"])
+                                     "faults", "reset-warm", "tasks", "cache-transfer", "speculative"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
     s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
+    s.add_argument("--draft-identity", help="speculative: the draft's identity record")
     s.add_argument("--reserve-bytes", type=int, help="certificate: R_policy (eq. 1)")
     s.add_argument("--record", help="certificate: the certificate.json the table must agree with")
     s.add_argument("--prespecified", help="faults: JSON list of C3's [adapter, cell] pairs")
@@ -365,7 +376,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
     s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
                                      "table3-principal", "table4-identity", "table5-certificate", "table7-faults",
-                                     "table10-negative-results"])
+                                     "table9-populations", "table10-negative-results"])
     s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal, "
                                                 "table10-negative-results: claim records, comma-separated; table5-certificate: certificate.json; "
                                                 "table4-identity: certificate, matched-source, faults and reset-warm "

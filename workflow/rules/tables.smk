@@ -2,9 +2,10 @@
 
 TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs", "models",
                                                        "table3-principal", "table5-certificate", "table4-identity", "table7-faults",
-                                                       "table10-negative-results")
+                                                       "table9-populations", "table10-negative-results")
           for ext in ("csv", "md", "tex")]
 TABLE3_CLAIMS = ["claims/C1.json", "claims/C2.json", "claims/C8.json"]  # the principal records, one row each
+TABLE9_CLAIMS = ["claims/C4.json", "claims/C5.json", "claims/C12.json", "claims/C6.json", "claims/C7.json"]  # the reference's order
 TABLE10_CLAIMS = ["claims/C10.json", "claims/C9.json"]  # the stopped line and the product comparison, one row each
 # every further model's pager-model table (results/sweep/<name>/tables/)
 TABLES += [f"{cells.pm_table_stem(config, n)}.{ext}" for n in SWEEP_NAMES for ext in ("csv", "md", "tex")]
@@ -107,6 +108,25 @@ use rule table3_principal as table10_negative_results with:
         records=lambda w, input: ",".join(input.records),
     log:
         f"{LOGS}/table10-negative-results.log",
+
+
+# Table 9 from its claim records and the input tables they name (the cells' host grades).
+rule table9_populations:
+    input:
+        records=TABLE9_CLAIMS,
+        data=sorted({p for c in TABLE9_CLAIMS for p in _claims.inputs_of(Path(c).stem).values()}),
+        code=residency_code("tables.py", "tables_appendix.py"),
+    output:
+        table_outputs("table9-populations"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+        records=lambda w, input: ",".join(input.records),
+    log:
+        f"{LOGS}/table9-populations.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table9-populations --runs {params.records} --out-stem {params.stem} 2> {log}"
 
 
 rule table5_certificate:

@@ -14,11 +14,11 @@ import pandas as pd
 
 from .. import history
 from ..arms import KERNEL_MMAP
-from . import c1, c2, c3, c5, c6, c7, c8, c9, c10, c11, c12, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
+from . import c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
 from .model_runs import MODEL_OPT, MODEL_RUNS
 
-REGISTRY = {m.ID: m for m in (p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, c1, c2, c3, c5, c6, c7, c8, c9, c10,
-                              c11, c12)}
+REGISTRY = {m.ID: m for m in (p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, c1, c2, c3, c4, c5, c6, c7, c8, c9,
+                              c10, c11, c12)}
 MACHINE_FILE = "results/machine.json"
 PROBE_FILE = "results/probe.json"  # kernel features residctl found (userfaultfd, O_DIRECT, cgroup)
 LEDGER_FILE = "claims/ledger.json"
@@ -32,6 +32,12 @@ def module(claim_id: str):
 
 
 MODEL_INPUTS = (MODEL_RUNS, MODEL_OPT)
+
+
+def code_of(claim_id: str) -> list[str]:
+    """The residency modules beyond claims/ a claim's computation imports (its module's CODE),
+    so a change there makes the claim again."""
+    return list(getattr(module(claim_id), "CODE", ()))
 
 
 def model_claim_ids() -> list[str]:
