@@ -112,6 +112,7 @@ def region_identity(root: Path) -> Path:
 # ---- fake real-model runs (residctl generate's run directory) ---------------------------
 
 MODEL_OBJECTS = [[0, 1, 2, 3], [4], [5], [6], [7], [0, 1, 2, 3]]  # embd, layer.0..3, output (tied)
+MODEL_OBJECT_NAMES = ["embd", "layer.0", "layer.1", "layer.2", "layer.3", "output"]
 
 
 def simulate_steps(policy: str, capacity: int, passes: int):
@@ -145,6 +146,12 @@ def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: in
     (d / "tokens.json").write_text(json.dumps({"prompt": "p", "prompt_tokens": [1, 2], "tokens": toks, "text": "t"}))
     phys = misses * (bytes_per_miss or chunk_size)
     accesses = sum(1 for x in records if x[2] == 1)
+    # As the engine decides it (generate_steps.cpp): a pager arm's step larger than its
+    # fit_chunks runs oversize; budget.oversize_objects names those other than embd.
+    fit = None if arm == "kernel-mmap" else capacity
+    over = [i for i, obj in enumerate(MODEL_OBJECTS) if fit is not None and len(obj) > fit]
+    (d / "objects.json").write_text(json.dumps({"chunk_size": chunk_size, "chunks": 8, "objects": [
+        {"name": n, "chunks": obj} for n, obj in zip(MODEL_OBJECT_NAMES, MODEL_OBJECTS)]}))
     demand = misses // 2 if arm == "pager-prefetch" else misses  # prefetch turns demand faults into fills
     run = {
         "schema_version": 1, "subcommand": "generate", "status": status, "error": None if status == "ok" else "watchdog",
@@ -153,12 +160,13 @@ def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: in
         "config": {"chunk_size": chunk_size},
         "region": {"path": "m.gguf", "bytes": 8 * chunk_size, "chunk_size": chunk_size, "chunks": 8},
         "budget": {"budget_bytes": int((r or 0) * 8 * chunk_size) or None, "window_bytes": chunk_size,
-                   "page_table_bytes": 8192, "budget_chunks": capacity},
+                   "page_table_bytes": 8192, "budget_chunks": capacity, "fit_chunks": fit,
+                   "oversize_objects": [MODEL_OBJECT_NAMES[i] for i in over if i != 0]},
         "counters": {"steps": passes * 6, "accesses": accesses, "hits": accesses - misses, "misses": misses,
                      "demand_fills": demand, "prefetch_fills": misses - demand, "prefetch_used": misses - demand,
                      "evictions": evictions, "faults_handled": demand, "spurious_faults": 0, "signals": passes * 6,
                      "logical_bytes_read": phys, "physical_bytes_read": phys, "max_resident_chunks": capacity,
-                     "reconcile_checks": 0, "reconcile_mismatches": 0},
+                     "reconcile_checks": 0, "reconcile_mismatches": 0, "oversize_steps": passes * len(over)},
         "latency_ns": {"fault_p50": 1000, "fault_p99": fault_p99, "fault_max": 9000, "fill_p50": 900, "fill_p99": 1800},
         "wall_ns": 10**9, "trace": {"file": "trace.bin", "records": len(records)},
         "model": {"path": "m.gguf", "bytes": 8 * chunk_size, "n_layer": 4, "n_vocab": n_vocab, "n_expert": 0,

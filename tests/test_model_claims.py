@@ -223,3 +223,85 @@ def test_scope_names_the_llama_build_the_model_and_the_content_checks(tmp_path):
     assert scope["content_checks"] == {"pager_runs": 27, "checked": 18, "mismatches": 0}
     opt = pd.read_parquet(root / "results" / "pager_model_opt.parquet")
     assert claims.scope_of({"opt": opt}, root)["content_checks"] is None  # an analysis table: no per-run counts
+
+
+# ---- P2's determinism premise: every step fits the budget --------------------------------
+# The fake model's embd and tied output are 4 chunks; fit_chunks is 2 / 3 / 5 at r = 0.25 /
+# 0.5 / 0.75, so the first two cells run oversize and only r = 0.75 meets the premise.
+
+def _d_rows(df, r):
+    return (df["campaign"] == "main") & (df["arm"] == "pager-declared") & (df["r"] == r)
+
+
+def _new_trace(df, r):
+    """One D rep at r gets a trace of its own."""
+    df.loc[df.index[_d_rows(df, r)][:1], "trace_sha256"] = "f" * 64
+
+
+def _edit_runs(root, edit):
+    p = root / "results" / "pager_model.parquet"
+    df = pd.read_parquet(p)
+    edit(df)
+    df.to_parquet(p, index=False)
+
+
+def test_gather_records_the_oversize_steps(tmp_path):
+    root = project(tmp_path)
+    df = pd.read_parquet(root / "results" / "pager_model.parquet")
+    low = df[_d_rows(df, 0.25)].iloc[0]
+    assert low["fit_chunks"] == 2 and low["oversize_steps"] == 4 * 2  # embd and output, every pass
+    assert list(low["oversize_objects"]) == ["output"] and list(low["oversize_object_chunks"]) == [4]
+    high = df[_d_rows(df, 0.75)].iloc[0]
+    assert high["oversize_steps"] == 0 and list(high["oversize_objects"]) == []
+    a = df[(df["arm"] == "kernel-mmap") & (df["campaign"] == "main")].iloc[0]
+    assert pd.isna(a["fit_chunks"]) and a["oversize_steps"] == 0
+
+
+def test_p2_judges_determinism_only_where_every_step_fits(tmp_path):
+    root = project(tmp_path)
+    # Oversize cells whose reps differ (as SmolLM2's output step makes them) do not fail P2.
+    _edit_runs(root, lambda df: (_new_trace(df, 0.25), _new_trace(df, 0.5)))
+    doc = claims.make("P2", root, SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    v = doc["values"]
+    assert v["determinism_r"] == [0.75] and v["d_deterministic"] == [True]
+    assert [e["r"] for e in v["determinism_excluded"]] == [0.25, 0.5]
+    assert v["determinism_excluded"][0]["reason"].startswith("step output of 4 chunks exceeds the budget of 2 chunks")
+    assert "of 3 chunks" in v["determinism_excluded"][1]["reason"]
+    assert [x["d_distinct_traces"] for x in v["per_r"]] == [2, 2, 1]  # still reported
+    assert "not at r = 0.25: step output of 4 chunks" in doc["headline"]
+    assert len(v["d_below_c"]) == len(v["d_below_a"]) == 3  # the byte halves cover every r
+
+
+def test_p2_fails_when_a_cell_that_fits_has_two_traces(tmp_path):
+    root = project(tmp_path)
+    _edit_runs(root, lambda df: _new_trace(df, 0.75))
+    doc = claims.make("P2", root, SETTINGS)
+    assert doc["verdict"] == "fail"
+    assert any("d_deterministic" in r for r in doc["reasons"])
+
+
+def test_p2_does_not_pass_when_every_cell_is_oversize(tmp_path):
+    root = project(tmp_path)
+
+    def all_oversize(df):
+        df.loc[_d_rows(df, 0.75), "oversize_steps"] = 4
+    _edit_runs(root, all_oversize)
+    doc = claims.make("P2", root, SETTINGS)
+    assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
+    assert doc["values"]["d_deterministic"] == [] and doc["values"]["determinism_r"] == []
+    assert [e["r"] for e in doc["values"]["determinism_excluded"]] == [0.25, 0.5, 0.75]
+    assert any("unevaluable: /values/d_deterministic" in r for r in doc["reasons"])
+    assert "judged for determinism at r = none" in doc["headline"]
+
+
+def test_p2_judges_runs_that_do_not_record_their_oversize_steps(tmp_path):
+    # Parquet gathered before the column: no cell is excused, the differing one fails.
+    root = project(tmp_path)
+
+    def old(df):
+        df["oversize_steps"] = None
+        _new_trace(df, 0.25)
+    _edit_runs(root, old)
+    doc = claims.make("P2", root, SETTINGS)
+    assert doc["verdict"] == "fail" and doc["values"]["determinism_excluded"] == []

@@ -121,6 +121,13 @@ PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
     ("n_expert", pa.int32()),
     ("objects", pa.int64()),
     ("steps_per_pass", pa.int64()),
+    # Oversize steps (docs/run-contract.md "Budget"): a step whose chunks exceed fit_chunks
+    # runs with per-thread pins instead of consumers, and what it leaves resident follows the
+    # compute threads' fault order; P2 judges determinism only where no step ran oversize.
+    ("fit_chunks", pa.int64()),           # the largest step held whole (null: arm A)
+    ("oversize_steps", pa.int64()),       # steps run oversize (embd's per-pass rows included)
+    ("oversize_objects", pa.list_(pa.string())),         # the objects other than embd larger than fit_chunks
+    ("oversize_object_chunks", pa.list_(pa.int64())),    # each one's chunks (objects.json), same order
     ("prompt_tokens", pa.int32()),
     ("tokens", pa.int32()),               # generated tokens
     ("passes", pa.int32()),               # prefill + decode passes
@@ -304,6 +311,16 @@ def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: s
                    "llama": _llama(llama_identity)}, out)
 
 
+def _object_chunks(run_dir: Path, names: list[str] | None) -> list[int] | None:
+    """The chunk count of each named object, from the run's objects.json (the steps the
+    engine declared); None when the run recorded no names or no manifest of objects."""
+    objs = _load(run_dir / "objects.json") if names is not None else None
+    if objs is None:
+        return None
+    size = {o["name"]: len(o["chunks"]) for o in objs.get("objects", [])}
+    return [_int(size.get(n)) for n in names]
+
+
 def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
     """One row of results/pager_model.parquet, compared with the oracle run."""
     from .exactness import compare
@@ -315,6 +332,8 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
     tokens = _int(gen.get("tokens"))
     n_layer = _int(model.get("n_layer"))
     phys = row["physical_bytes_read"]
+    budget = run.get("budget", {})
+    over = budget.get("oversize_objects")
     cmp = compare(run_dir, oracle_dir) if (oracle_dir / "tokens.json").exists() else None
     logits = run_dir / "logits.f32"
     row.update({
@@ -327,6 +346,10 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
         "n_expert": _int(model.get("n_expert")),
         "objects": _int(run.get("objects")),
         "steps_per_pass": _int(run.get("steps_per_pass")),
+        "fit_chunks": _int(budget.get("fit_chunks")),
+        "oversize_steps": _int(run.get("counters", {}).get("oversize_steps")),
+        "oversize_objects": list(over) if over is not None else None,
+        "oversize_object_chunks": _object_chunks(run_dir, over),
         "prompt_tokens": _int(gen.get("prompt_tokens")),
         "tokens": tokens,
         "passes": _int(gen.get("passes")),
