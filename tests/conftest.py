@@ -35,6 +35,9 @@ def tiny_config(build_dir: str) -> dict:
     # One pair on the tiny dense model: 8 layers of about 50 chunks; 16 each fit 12 MB.
     cfg["cache_transfer"].update(model="synthetic-dense", prompts=["Hello"], tokens=4, ctx=64, k=16,
                                  budget_bytes=12_000_000, watchdog_s=60)
+    # Speculative decoding on the same tiny model and budget, six outputs.
+    cfg["speculative"].update(model="synthetic-dense", prompt="Hello", tokens=6, ctx=64, budget_bytes=12_000_000,
+                              watchdog_s=60)
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg
 

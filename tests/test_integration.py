@@ -31,7 +31,9 @@ def test_outputs_exist(campaign):
                 "results/tables/table3-principal.md", "results/tables/table5-certificate.tex",
                 "results/faults.parquet", "results/faults_reset_warm.parquet", "claims/C3.json", "claims/C12.json",
                 "results/tables/table4-identity.md", "results/tables/table7-faults.csv",
-                "results/tasks.parquet", "claims/C5.json", "claims/C6.json", "claims/C11.json"]:
+                "results/tasks.parquet", "claims/C5.json", "claims/C6.json", "claims/C11.json",
+                "results/speculative.parquet", "claims/C4.json", "results/tables/table9-populations.md",
+                "results/tables/table10-negative-results.md"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -318,6 +320,23 @@ def c7_from_runs(work: Path, doc: dict) -> None:
         assert [r.split(" (")[0] for r in doc["reasons"]] == ["unevaluable: /values/h2d_bytes_fewer: value missing"]
 
 
+def c4_from_runs(work: Path, doc: dict) -> None:
+    """C4: the amortization is the speculative cell's own outputs over its traversals; only
+    the GPU half is unshown when the host half holds."""
+    cells = pd.read_parquet(work / "results" / "speculative.parquet")
+    assert sorted(cells["cell"]) == ["greedy", "speculative"] and (cells["status"] == "ok").all()
+    s = cells[cells["cell"] == "speculative"].iloc[0]
+    v = doc["values"]
+    assert v["traversals"] == s["traversals"] and v["decode_outputs"] == s["tokens"] - 1
+    assert v["outputs_per_traversal"] == pytest.approx(v["decode_outputs"] / v["traversals"])
+    assert v["traversals"] + v["accepted"] == v["decode_outputs"]
+    if any(r.startswith("failed:") for r in doc["reasons"]):
+        assert doc["verdict"] == "fail", doc["reasons"]
+    else:
+        assert doc["verdict"] == "insufficient-evidence"
+        assert [r.split(" (")[0] for r in doc["reasons"]] == ["unevaluable: /values/gpu_served: value missing"]
+
+
 MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8_from_runs, "C9": c9_from_runs,
             "C10": c10_from_runs}
 
@@ -340,6 +359,8 @@ def test_claims_hold_and_verify(campaign):
             tasks_from_runs(work, cid, doc)
         elif cid == "C7":
             c7_from_runs(work, doc)
+        elif cid == "C4":
+            c4_from_runs(work, doc)
         else:
             expected_verdict(cid, doc, grades == {"hard"})
         if cid in MEASURED and doc["verdict"] != "insufficient-evidence":
@@ -349,7 +370,7 @@ def test_claims_hold_and_verify(campaign):
                                cwd=work, capture_output=True, text=True, env=env)
             assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
-        ["C1", "C2", "C3", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
+        ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
          "P9", "P10", "P11"])
 
 

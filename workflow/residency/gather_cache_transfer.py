@@ -28,7 +28,7 @@ def cell_row(run_dir: Path) -> dict:
             "prefill_ns": gather._int(gen.get("prefill_ns")), "decode_ns": gather._int(gen.get("decode_ns")),
             "physical_bytes_read": row["physical_bytes_read"], "misses": row["misses"],
             "demand_fills": row["demand_fills"], "host_grade": row["host_grade"],
-            "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
+            "limit_bytes": row["limit_bytes"], "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
             "engine_sha256": row["engine_sha256"], "config_digest": row["config_digest"],
             "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"]}
 

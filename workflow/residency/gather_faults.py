@@ -147,8 +147,8 @@ def warm_row(run_dir: Path, oracle_dir: Path) -> dict:
            "consumers_balanced": consumers.get("balanced"),
            "slots_vacant_at_close": plan.get("slots_vacant_at_close"), "slots": plan.get("slots"),
            "windows_free_at_close": plan.get("windows_free_at_close"), "windows": plan.get("windows"),
-           "host_grade": row["host_grade"], "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
-           "gpu_grade": (json.loads((run_dir / "harness.json").read_text()).get("gpu") or {}).get("grade"),
+           "host_grade": row["host_grade"], "limit_bytes": row["limit_bytes"], "limit_events": row["limit_events"],
+           "oom_kills": row["oom_kills"], "gpu_grade": (json.loads((run_dir / "harness.json").read_text()).get("gpu") or {}).get("grade"),
            "engine_sha256": row["engine_sha256"], "run_dir": str(run_dir), "oracle_run_dir": str(oracle_dir),
            "manifest_sha256": row["manifest_sha256"]}
     cmp = compare(run_dir, oracle_dir)

@@ -39,8 +39,9 @@ def scope(doc: dict) -> str:
     """What each record's exactness or utility relation covered, from its values."""
     v, i = doc["values"], doc["id"]
     if i == "C4":
+        exact = all(x is True for x in v.get("exact") or [None])
         return (f"{v.get('tokens')} tokens and {v.get('rows_compared')} committed logit rows equal greedy decoding: "
-                f"{v.get('exact')}; hybrid state: {v.get('hybrid_state_rebasing', '').split(':')[0]}")
+                f"{exact}; hybrid state: {v.get('hybrid_state_rebasing', '').split(':')[0]}")
     if i == "C5":
         return (f"{v.get('n')} seeded extractive-QA tasks; token F1; {v.get('tokens_identical_count')}/{v.get('n')} "
                 "outputs token-identical")

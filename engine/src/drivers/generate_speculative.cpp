@@ -8,6 +8,9 @@
 //
 // The draft is loaded read into memory (not mapped: the pager's interposition and the
 // process's reads stay the target's); its load reads are counted apart.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -85,6 +88,11 @@ bool GenerateRun::load_draft(const llama_vocab* target_vocab, ggml_threadpool* t
   llama_attach_threadpool(spec_.ctx, tp, tp);  // used one graph at a time, as the target's
   spec_.load_ns = now_ns() - t0;
   spec_.load_bytes_read = proc_read_bytes().value_or(io0) - io0;
+  // The draft is in memory now: its file's page cache would only crowd the host limit.
+  if (int fd = ::open(cfg_.draft.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
   touch_progress();
   return true;
 }
