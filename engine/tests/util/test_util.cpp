@@ -86,6 +86,14 @@ nlohmann::json load_json(const std::string& path) {
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
+RunOut run_to(const std::string& binary, std::vector<std::string> args, const std::string& out) {
+  args.insert(args.end(), {"--out", out});
+  const Spawned s = spawn_capture(binary, args, out + ".stderr");
+  RunOut r{s.status, s.err, out, nullptr};
+  if (exists(out + "/run.json")) r.j = load_json(out + "/run.json");
+  return r;
+}
+
 size_t count_lines(const std::string& s) {
   size_t n = 0;
   for (char ch : s) n += ch == '\n';

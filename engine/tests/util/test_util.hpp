@@ -37,6 +37,16 @@ struct Spawned {
 Spawned spawn_capture(const std::string& binary, const std::vector<std::string>& args, const std::string& errfile,
                       const std::string& outfile = "/dev/null");
 
+// A residctl run as a process: its status, stderr, run directory and run.json (null when
+// the run wrote none).
+struct RunOut {
+  int status = -1;
+  std::string err, out;
+  nlohmann::json j;
+};
+// Runs `binary args...` with "--out <out>" appended, stderr to <out>.stderr.
+RunOut run_to(const std::string& binary, std::vector<std::string> args, const std::string& out);
+
 // The whole file as bytes (empty if unreadable).
 std::string slurp(const std::string& path);
 // A JSON file, parsed (throws if unreadable or not JSON).

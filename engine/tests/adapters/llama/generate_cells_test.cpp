@@ -26,27 +26,17 @@ std::string tiny_model(const std::string& variant, std::string* why) {
   return {};
 }
 
-struct GenRun {
-  int status = -1;
-  std::string err, out;
-  nlohmann::json j;
-};
+using GenRun = test::RunOut;
 
 // One pager run (uring, eight windows, eager reconcile) with the extra flags.
 GenRun generate(const test::TempDir& dir, const std::string& model, const std::string& name, const std::string& arm,
              uint64_t budget, const std::vector<std::string>& extra) {
-  GenRun r;
-  r.out = dir.file(name);
-  std::vector<std::string> args = {"generate", "--model", model, "--out", r.out, "--arm", arm, "--budget-bytes",
-                                   std::to_string(budget), "--chunk-size", std::to_string(kChunk), "--source", "uring",
-                                   "--windows", "8", "--prompt", "the quick brown fox jumps", "--tokens", "6",
-                                   "--ctx", "64", "--threads", "2", "--eager-reconcile", "--watchdog-s", "60"};
+  std::vector<std::string> args = {"generate", "--model", model, "--arm", arm, "--budget-bytes", std::to_string(budget),
+                                   "--chunk-size", std::to_string(kChunk), "--source", "uring", "--windows", "8",
+                                   "--prompt", "the quick brown fox jumps", "--tokens", "6", "--ctx", "64",
+                                   "--threads", "2", "--eager-reconcile", "--watchdog-s", "60"};
   args.insert(args.end(), extra.begin(), extra.end());
-  const auto s = test::spawn_capture(RESIDCTL_PATH, args, dir.file(name + ".stderr"));
-  r.status = s.status;
-  r.err = s.err;
-  if (test::exists(r.out + "/run.json")) r.j = test::load_json(r.out + "/run.json");
-  return r;
+  return test::run_to(RESIDCTL_PATH, args, dir.file(name));
 }
 
 // The generation equals the reference run's, and the Plan closed clean.

@@ -19,26 +19,16 @@ namespace {
 constexpr uint32_t kTokens = 12;
 constexpr uint32_t kDraftMax = 4;
 
-struct GenRun {
-  int status = -1;
-  std::string err, out;
-  nlohmann::json j;
-};
+using GenRun = test::RunOut;
 
 GenRun generate(const test::TempDir& dir, const std::string& model, const std::string& name,
                 const std::vector<std::string>& extra) {
-  GenRun r;
-  r.out = dir.file(name);
-  std::vector<std::string> args = {"generate", "--model", model, "--out", r.out, "--arm", "pager-declared",
-                                   "--budget-bytes", "1500000", "--chunk-size", "65536", "--source", "uring",
-                                   "--windows", "4", "--prompt", "the quick brown fox jumps", "--tokens",
-                                   std::to_string(kTokens), "--ctx", "64", "--threads", "2", "--watchdog-s", "60"};
+  std::vector<std::string> args = {"generate", "--model", model, "--arm", "pager-declared", "--budget-bytes", "1500000",
+                                   "--chunk-size", "65536", "--source", "uring", "--windows", "4", "--prompt",
+                                   "the quick brown fox jumps", "--tokens", std::to_string(kTokens), "--ctx", "64",
+                                   "--threads", "2", "--watchdog-s", "60"};
   args.insert(args.end(), extra.begin(), extra.end());
-  const auto s = test::spawn_capture(RESIDCTL_PATH, args, dir.file(name + ".stderr"));
-  r.status = s.status;
-  r.err = s.err;
-  if (test::exists(r.out + "/run.json")) r.j = test::load_json(r.out + "/run.json");
-  return r;
+  return test::run_to(RESIDCTL_PATH, args, dir.file(name));
 }
 
 // The pinned llama.cpp's quantizer (residctl quantize), --pure: one file type throughout.
