@@ -135,7 +135,8 @@ def fig06_real_model_bytes(runs_parquet, opt_parquet, stem, roofline=None) -> No
         bw, cr = roof["bandwidth_bytes_per_s"].iloc[0], roof["compute_tokens_per_s"].iloc[0]
         even = bw * main["tokens"].iloc[0] / cr / 1e9
         ax.axhline(even, color="#8c564b", linestyle="-.", linewidth=1.2,
-                   label=f"roofline ridge: {bw / 1e9:.2f} GB/s x compute time ({cr:.1f} tok/s)")
+                   label=f"roofline ridge: what {bw / 1e9:.2f} GB/s reads while the model computes ({cr:.1f} tok/s);"
+                         " above it a run is I/O-bound")
     ax.set(xlabel="budget ratio r = resident weight budget / T_repr",
            ylabel="physical bytes read per run (GB)")
     ax.set_ylim(bottom=0)
