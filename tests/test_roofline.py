@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from residency import claims, figures, gather, manifest, roofline as rl, tables
+from residency import claims, figures, gather, manifest, roofline as rl, tables, verify
 
 from fixtures import make_roofline_run
 from test_model_claims import SETTINGS, project
@@ -151,3 +151,16 @@ def test_p9_reports_each_arms_fraction_without_judging_it(study):
     assert set(roof["fraction_of_roofline"]) == {"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch"}
     assert not [a for a in doc["assertions"] if "roofline" in json.dumps(a)]
     assert "Fraction of the roofline" in doc["headline"]
+
+
+def test_p9_verifies_deep_through_the_calibration_runs(study):
+    _, _, _, root = study
+    claims.make("P9", root, SETTINGS)
+    assert verify.verify("P9", root, deep=True) == []
+    # a calibration run changed after the gather is caught behind P9
+    run = next((root / "results" / "runs" / "roofline").glob("rep2")) / "run.json"
+    doc = json.loads(run.read_text())
+    doc["wall_ns"] = 1
+    run.write_text(json.dumps(doc))
+    problems = verify.verify("P9", root, deep=True)
+    assert problems and any("run.json" in p for p in problems), problems
