@@ -78,6 +78,7 @@ localrules:
     gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
     analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
     table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, gather_speculative, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
+    gather_pager_model_roofline, gather_pager_model_roofline_sweep,
     table_pager_model_sweep, table9_populations, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
 
 

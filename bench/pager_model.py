@@ -14,10 +14,16 @@ much less.
      when there is one;
   4. the cost of the content check: tokens/s of the pager at the unlimited budget with
      --content-digests (every fill hashed with XXH64 and compared before it is published)
-     against the same run without, and the share of the run the hashing took.
+     against the same run without, and the share of the run the hashing took;
+  5. each pager arm's tokens/s against the I/O roofline at r = 0.75 (target: D and E >= 0.8),
+     everything measured in this run: min(compute rate = the plain-mmap tokens/s of 1,
+     bandwidth = `residctl stream` O_DIRECT reads of the model file at the chunk size, one in
+     flight, / OPT's bytes per token = Belady's misses on D's own trace at D's capacity x the
+     chunk size / tokens). A (kernel mmap) needs the campaign's cgroup limit, so it is not
+     run here: the campaign's table (results/tables/pager-model.*) and P9 report its fraction.
 
 Usage: bench/pager_model.py [--residctl .build/engine/residctl] [--model results/models/...gguf]
-                            [--reps 3] [--tokens 64]
+                            [--reps 3] [--tokens 64] [--roofline-reps 3] [--skip-1-4]
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "workflow"))  # this checkout's residency (belady, trace, models)
+ROOFLINE_R = 0.75
+ROOFLINE_ARMS = ("pager-lru", "pager-declared", "pager-prefetch")
 PROMPT = "Explain in one paragraph why the sky is blue."
 
 
@@ -55,41 +64,60 @@ def fio_direct_gib_s(path: str, block: int, depth: int, engine: str) -> float:
     return job["bw_bytes"] / 2**30
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--residctl", default=str(ROOT / ".build/engine/residctl"))
-    ap.add_argument("--model", default=str(ROOT / "results/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--tokens", type=int, default=64)
-    a = ap.parse_args()
-    for p in (a.residctl, a.model):
-        if not Path(p).exists():
-            print(f"bench: error: {p} not found (run `make figures` first)", file=sys.stderr)
-            return 2
-    if not shutil.which("fio"):
-        print("bench: error: fio not installed", file=sys.stderr)
-        return 2
-    size = Path(a.model).stat().st_size
-    unlimited = size + (64 << 20)
-    mmap_tps, pager_tps, fill_gib_s, fio_gib_s = [], [], [], []
-    checked_tps, check_share = [], []
-    (ROOT / "results").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bench-", dir=ROOT / "results") as tmp:
-        digests = Path(tmp) / "digests.json"
-        subprocess.run([a.residctl, "inventory", "--file", a.model, "--out", str(digests)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for i in range(a.reps):
-            m = generate(a.residctl, a.model, Path(tmp) / f"a{i}", "kernel-mmap", a.tokens, None)
-            p = generate(a.residctl, a.model, Path(tmp) / f"d{i}", "pager-declared", a.tokens, unlimited)
-            c = generate(a.residctl, a.model, Path(tmp) / f"k{i}", "pager-declared", a.tokens, unlimited, digests)
-            mmap_tps.append(m["generation"]["tokens_per_s"])
-            pager_tps.append(p["generation"]["tokens_per_s"])
-            checked_tps.append(c["generation"]["tokens_per_s"])
-            check_share.append(c["counters"]["content_check_ns"] / c["wall_ns"])
-            src = p["source_stats"]
-            if src.get("read_ns"):
-                fill_gib_s.append(src["logical_bytes"] / src["read_ns"] * 1e9 / 2**30)
-            fio_gib_s.append(fio_direct_gib_s(a.model, p["region"]["chunk_size"], 1, "psync"))
+def stream_bytes_per_s(residctl: str, model: str, chunk: int, out: Path) -> float:
+    """The roofline's bandwidth: one O_DIRECT pass over the model file at the chunk size, one
+    read in flight (the pager's direct source), as the campaign's calibration reads it."""
+    subprocess.run([residctl, "stream", "--file", model, "--object-bytes", str(chunk), "--window-bytes", str(chunk),
+                    "--source", "direct", "--windows", "1", "--depth", "1", "--consumers", "1", "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = json.loads((out / "run.json").read_text())
+    return run["source_stats"]["physical_bytes"] / run["wall_ns"] * 1e9
+
+
+def opt_bytes_per_token(run_dir: Path, run: dict) -> float:
+    """Belady's fewest fetches on this run's own trace at its capacity, in bytes per token."""
+    from residency import belady, trace
+
+    ref = trace.read(run_dir / "trace.bin").reference()
+    opt = belady.opt_misses(ref, int(run["budget"]["budget_chunks"]))
+    return opt * run["region"]["chunk_size"] / run["generation"]["tokens"]
+
+
+def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
+    """Section 5: C, D, E at r = 0.75 against min(compute, bandwidth / OPT bytes per token)."""
+    compute_tps = statistics.median(mmap_tps)
+    from residency import models
+
+    t_repr = models.inventory_doc(a.model)["tensor_bytes"]
+    budget = int(ROOFLINE_R * t_repr)
+    tps = {arm: [] for arm in ROOFLINE_ARMS}
+    bw, opt_bpt = [], []
+    for i in range(max(a.reps, a.roofline_reps)):
+        if i < a.roofline_reps:
+            bw.append(stream_bytes_per_s(a.residctl, a.model, chunk, tmp / f"s{i}"))
+        if i < a.reps:
+            for arm in ROOFLINE_ARMS:  # interleaved: C D E C D E ...
+                d = tmp / f"r-{arm}-{i}"
+                run = generate(a.residctl, a.model, d, arm, a.tokens, budget)
+                tps[arm].append(run["generation"]["tokens_per_s"])
+                if arm == "pager-declared":
+                    opt_bpt.append(opt_bytes_per_token(d, run))
+    med = statistics.median
+    bandwidth, bpt = med(bw), med(opt_bpt)
+    bound = min(compute_tps, bandwidth / bpt)
+    print(f"5. roofline at r = {ROOFLINE_R}: min(compute {compute_tps:.2f} tok/s, bandwidth {bandwidth / 1e9:.3f} GB/s"
+          f" / OPT {bpt / 1e6:.2f} MB per token = {bandwidth / bpt:.2f} tok/s) = {bound:.2f} tok/s"
+          f" ({'compute' if compute_tps <= bandwidth / bpt else 'I/O'}-bound; bandwidth per rep: "
+          + ", ".join(f"{b / 1e9:.3f}" for b in bw) + " GB/s; compute per rep: "
+          + ", ".join(f"{t:.2f}" for t in mmap_tps) + " tok/s)")
+    for arm in ROOFLINE_ARMS:
+        letter = {"pager-lru": "C", "pager-declared": "D", "pager-prefetch": "E"}[arm]
+        target = "  (target >= 0.8)" if letter in "DE" else ""
+        print(f"   {letter} {arm}: {med(tps[arm]):.2f} tok/s = {med(tps[arm]) / bound:.3f} of the roofline{target};"
+              " per rep: " + ", ".join(f"{t:.2f}" for t in tps[arm]))
+
+
+def report_1_4(mmap_tps, pager_tps, fill_gib_s, fio_gib_s, checked_tps, check_share) -> None:
     med = statistics.median
     print(f"1. tokens/s  mmap {med(mmap_tps):.2f}  pager(unlimited) {med(pager_tps):.2f}  "
           f"ratio {med(pager_tps) / med(mmap_tps):.3f}  (target >= 0.95; per pair: "
@@ -110,6 +138,50 @@ def main() -> int:
     print(f"4. content check  tokens/s with {med(checked_tps):.2f}  without {med(pager_tps):.2f}  "
           f"ratio {med(checked_tps) / med(pager_tps):.3f}  (hashing {100 * med(check_share):.2f} % of the run; "
           "per pair: " + ", ".join(f"{c / p:.3f}" for c, p in zip(checked_tps, pager_tps)) + ")")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--residctl", default=str(ROOT / ".build/engine/residctl"))
+    ap.add_argument("--model", default=str(ROOT / "results/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--roofline-reps", type=int, default=3, help="section 5: bandwidth reads of the model file")
+    ap.add_argument("--skip-1-4", action="store_true", help="section 5 only (the compute rate from plain mmap runs)")
+    a = ap.parse_args()
+    for p in (a.residctl, a.model):
+        if not Path(p).exists():
+            print(f"bench: error: {p} not found (run `make figures` first)", file=sys.stderr)
+            return 2
+    if not shutil.which("fio"):
+        print("bench: error: fio not installed", file=sys.stderr)
+        return 2
+    size = Path(a.model).stat().st_size
+    unlimited = size + (64 << 20)
+    mmap_tps, pager_tps, fill_gib_s, fio_gib_s = [], [], [], []
+    checked_tps, check_share = [], []
+    (ROOT / "results").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-", dir=ROOT / "results") as tmp:
+        digests = Path(tmp) / "digests.json"
+        subprocess.run([a.residctl, "inventory", "--file", a.model, "--out", str(digests)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for i in range(a.reps):
+            m = generate(a.residctl, a.model, Path(tmp) / f"a{i}", "kernel-mmap", a.tokens, None)
+            mmap_tps.append(m["generation"]["tokens_per_s"])
+            if a.skip_1_4:
+                continue
+            p = generate(a.residctl, a.model, Path(tmp) / f"d{i}", "pager-declared", a.tokens, unlimited)
+            c = generate(a.residctl, a.model, Path(tmp) / f"k{i}", "pager-declared", a.tokens, unlimited, digests)
+            pager_tps.append(p["generation"]["tokens_per_s"])
+            checked_tps.append(c["generation"]["tokens_per_s"])
+            check_share.append(c["counters"]["content_check_ns"] / c["wall_ns"])
+            src = p["source_stats"]
+            if src.get("read_ns"):
+                fill_gib_s.append(src["logical_bytes"] / src["read_ns"] * 1e9 / 2**30)
+            fio_gib_s.append(fio_direct_gib_s(a.model, p["region"]["chunk_size"], 1, "psync"))
+        if not a.skip_1_4:
+            report_1_4(mmap_tps, pager_tps, fill_gib_s, fio_gib_s, checked_tps, check_share)
+        roofline_at(a, Path(tmp), mmap_tps, int(m["region"]["chunk_size"]))
     return 0
 
 

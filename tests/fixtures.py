@@ -196,6 +196,37 @@ def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: in
     return seal(d) if sealed else d
 
 
+def make_roofline_run(root: Path, rep: int, *, physical_bytes=8 << 20, wall_ns=4_000_000, chunk_size=1 << 20,
+                      status="ok", sealed=True) -> Path:
+    """A roofline calibration read (`residency run ... -- residctl stream`) of the model file."""
+    d = root / "roofline" / f"rep{rep}"
+    d.mkdir(parents=True)
+    run = {
+        "schema_version": 1, "subcommand": "stream", "status": status, "error": None if status == "ok" else "short read",
+        "source_engine": "direct", "wall_ns": wall_ns,
+        "config": {"object_bytes": chunk_size, "window_bytes": chunk_size, "windows": 1, "depth": 1, "source": "direct"},
+        "counters": {"reads_issued": physical_bytes // chunk_size, "completions": physical_bytes // chunk_size},
+        "file": {"path": "m.gguf", "bytes": physical_bytes},
+        "source_stats": {"engine": "direct", "depth": 1, "completions": physical_bytes // chunk_size,
+                         "physical_bytes": physical_bytes, "logical_bytes": physical_bytes},
+    }
+    (d / "run.json").write_text(json.dumps(run))
+    harness = {
+        "schema_version": 1, "argv": ["residctl", "stream"], "engine": {"path": "/x/residctl", "sha256": "e" * 64},
+        "meta": {"campaign": "roofline", "rep": str(rep), "config_digest": "c" * 64},
+        "status": "ok" if status == "ok" else "failed", "exit_code": 0 if status == "ok" else 1,
+        "term_signal": None, "started_utc": "2026-01-01T00:00:00+00:00", "wall_s": 0.1,
+        "rusage": {"maxrss_kib": 1000, "user_s": 0, "sys_s": 0, "majflt": 0, "inblock": 0},
+        "host": {"grade": "instrumented", "reason": None, "limit_bytes": None,
+                 "cgroup": {"version": 1, "path": "/x", "limit_bytes": None, "peak_bytes": 1 << 20, "limit_events": 0,
+                            "oom_events": 0, "oom_kills": 0, "swap_peak_bytes": None, "pressure_events": 0,
+                            "notes": []}},
+        "stderr_tail": [], "dropped_cache": ["m.gguf"],
+    }
+    (d / "harness.json").write_text(json.dumps(harness))
+    return seal(d) if sealed else d
+
+
 def seal(d: Path) -> Path:
     """Write the run directory's manifest.json over its files, last, as the harness does."""
     manifest.write(d)

@@ -7,7 +7,7 @@ import pytest
 
 from residency import analysis, claims, gather, verify
 
-from fixtures import make_model_run
+from fixtures import make_model_run, make_roofline_run
 
 SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99, "p7_max_d_over_opt": 1.13,
             "p8_whole_model_min_fraction": 0.9, "p9_flat_max_ratio": 1.25, "p9_rise_min_ratio": 1.25,
@@ -46,6 +46,11 @@ def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_
     oracle = dirs[0]
     gather.gather_pager_model(dirs, oracle, ident, res / "pager_model.parquet")
     analysis.analyse_pager_model(res / "pager_model.parquet", res / "pager_model_opt.parquet")
+    # the roofline's calibration: 8 MiB in 4, 2 and 8 ms (median 2 GiB/s), I/O-bound at every r
+    from residency import roofline
+
+    cal = [make_roofline_run(runs, rep, wall_ns=ns) for rep, ns in ((1, 4_000_000), (2, 2_000_000), (3, 8_000_000))]
+    roofline.gather_roofline(cal, res / "pager_model_roofline.parquet")
     (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
     (res / "probe.json").write_text(json.dumps({"userfaultfd": {"how": "syscall"}, "cgroup": {"version": 1}}))
     return tmp_path

@@ -42,7 +42,7 @@ def test_sweep_claims_and_models_table(tmp_path, monkeypatch):
     monkeypatch.chdir(root)
     sweep = root / "results" / "sweep" / "qwen"
     sweep.mkdir(parents=True)
-    for f in ("pager_model.parquet", "pager_model_opt.parquet"):
+    for f in ("pager_model.parquet", "pager_model_opt.parquet", "pager_model_roofline.parquet"):
         (sweep / f).write_bytes((root / "results" / f).read_bytes())
     primary = _sweep_claims(root, None, root / "claims")
     other = _sweep_claims(root, "results/sweep/qwen", root / "claims" / "models" / "qwen")

@@ -30,7 +30,8 @@ def test_study_runs_count_every_cell_of_the_default_config():
     stress = len(s["arms"]) * len(s["signals"]) * len(s["threads"]) * len(s["compute_us"]) * s["reps"]
     calib = len({*ps["main"]["arms"], *s["arms"]}) * reps * len({ps["main"]["threads"], *s["threads"]})
     assert len(runs["pager_synthetic"]) == main + stress + calib
-    assert len(runs["pager_model"]) == len(pm["arms"]) * (len(pm["ratios"]) * pm["reps"] + reps) + pm["baseline_reps"]
+    assert len(runs["pager_model"]) == (len(pm["arms"]) * (len(pm["ratios"]) * pm["reps"] + reps) + pm["baseline_reps"]
+                                        + pm["roofline_reps"])
     assert len(runs["matched_source"]) == 2 + 2 * len(cfg["matched_source"]["pairs"])
     assert len(runs["reclaim"]) == 2 * cfg["reclaim"]["reps"] and len(runs["certificate"]) == 2
     f = cfg["faults"]  # every cell and an oracle per adapter, and the reset/warm cell

@@ -268,10 +268,16 @@ def model_spec(config: dict) -> dict:
     return {m: _user_entry(config, m[len(USER_PREFIX):])}
 
 
+DIGEST_EXEMPT = ("roofline_reps",)
+
+
 def pm_sections(config: dict) -> dict:
     """What a real-model run depends on: every run's sections, the study's and the model's identity."""
     config = model_view(config)
-    return run_sections(config) | {"pager_model": config["pager_model"], "model": model_spec(config)}
+    # roofline_reps counts calibration reads, which change no generate run: leaving it out
+    # keeps the campaign's digests (and its runs) as they were when the roofline came in.
+    pm = {k: v for k, v in config["pager_model"].items() if k not in DIGEST_EXEMPT}
+    return run_sections(config) | {"pager_model": pm, "model": model_spec(config)}
 
 
 def pm_digest(config: dict) -> str:
@@ -386,6 +392,25 @@ def pm_baselines(config: dict) -> list[str]:
     """The unconstrained plain-mmap runs; rep 1 is the exactness oracle."""
     return [f"{PM_RUNS}/{pm_name(config)}/baseline/rep{rep}/harness.json"
             for rep in _reps(config["pager_model"]["baseline_reps"])]
+
+
+def pm_roofline_runs(config: dict) -> list[str]:
+    """The storage bandwidth calibration of the roofline: roofline_reps reads of the model file."""
+    return [f"{PM_RUNS}/{pm_name(config)}/roofline/rep{k}/harness.json"
+            for k in _reps(config["pager_model"]["roofline_reps"])]
+
+
+def roofline_stream_args(config: dict, model: str) -> str:
+    """`residctl stream` over the model file as the pager's fills read it: the campaign's chunk
+    size and source (direct: O_DIRECT, one read in flight; buffered: pread), one consumer."""
+    pm = config["pager_model"]
+    chunk = pm["chunk_bytes"]
+    return (f"--file {model} --object-bytes {chunk} --window-bytes {chunk} --source {pm['source']}"
+            f" --windows 1 --depth 1 --consumers 1 --watchdog-s {pm['watchdog_s']}")
+
+
+def pm_roofline(config: dict, name: str) -> str:
+    return f"{pm_results(config, name)}/pager_model_roofline.parquet"
 
 
 # ---- the model sweep: every further model of pager_model.models --------------------------

@@ -79,6 +79,10 @@ def _cmd_gather(a) -> int:
         from .gather_cache_transfer import gather_cache_transfer
 
         t = gather_cache_transfer(a.run_dirs, a.out)
+    elif a.study == "pager-model-roofline":
+        from .roofline import gather_roofline
+
+        t = gather_roofline(a.run_dirs, a.out)
     elif a.study == "speculative":
         from .gather_speculative import gather_speculative
 
@@ -122,7 +126,10 @@ def _cmd_figure(a) -> int:
     draw = {"02": figures.fig02_miss_rate_vs_optimal, "06": figures.fig06_real_model_bytes,
             "07": figures.fig07_throughput_scaling, "08": figures.fig08_matched_source_pairs,
             "04": figures.fig04_reclaim_authority}[a.figure]
-    draw(a.runs, a.opt, a.out_stem)
+    if a.figure in ("06", "07"):
+        draw(a.runs, a.opt, a.out_stem, roofline=a.roofline)
+    else:
+        draw(a.runs, a.opt, a.out_stem)
     return 0
 
 
@@ -163,7 +170,10 @@ def _cmd_table(a) -> int:
         else:
             tc.table5_certificate(a.runs, a.out_stem)
         return 0
-    make = {"pager-synthetic": tables.pager_synthetic_summary, "pager-model": tables.pager_model_summary,
+    if a.table == "pager-model":
+        tables.pager_model_summary(a.runs, a.opt, a.out_stem, roofline=a.roofline)
+        return 0
+    make = {"pager-synthetic": tables.pager_synthetic_summary,
             "table6-matched-pairs": tables.table6_matched_pairs}[a.table]
     make(a.runs, a.opt, a.out_stem)
     return 0
@@ -337,7 +347,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
     s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
-                                     "faults", "reset-warm", "tasks", "cache-transfer", "speculative"])
+                                     "faults", "reset-warm", "tasks", "cache-transfer", "speculative",
+                                     "pager-model-roofline"])
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
@@ -370,6 +381,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("figure", choices=["02", "04", "06", "07", "08"])
     s.add_argument("--runs", required=True)
     s.add_argument("--opt", default=None, help="the OPT table (figures 02, 06, 07)")
+    s.add_argument("--roofline", default=None, help="figures 06, 07: the roofline calibration table "
+                                                    "(results/pager_model_roofline.parquet)")
     s.add_argument("--out-stem", required=True, help="path without extension; .png and .pdf are written")
     s.set_defaults(func=_cmd_figure)
 
@@ -384,6 +397,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--models", default=None,
                    help="models: JSON list of {name, runs, opt, inventory, claims: [record paths]}")
     s.add_argument("--opt", default=None, help="the OPT table (pager tables)")
+    s.add_argument("--roofline", default=None, help="pager-model: the roofline calibration table")
     s.add_argument("--out-stem", required=True)
     s.set_defaults(func=_cmd_table)
 

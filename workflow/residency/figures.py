@@ -101,9 +101,21 @@ def _model_title(runs: pd.DataFrame) -> str:
             f"tokens, equal host limit r*T+O per arm; mean of valid reps, band = min-max")
 
 
-def fig06_real_model_bytes(runs_parquet, opt_parquet, stem) -> None:
-    """Figure 06: physical bytes read per run (prefill + generated tokens) against r, per arm, with OPT."""
+def _roofline(runs_parquet, opt_parquet, roofline_parquet):
+    """The roofline per r (roofline.bound), or None without a calibration table."""
+    if roofline_parquet is None:
+        return None
+    from . import roofline
+
+    return roofline.from_parquet(runs_parquet, opt_parquet, roofline_parquet)[0]
+
+
+def fig06_real_model_bytes(runs_parquet, opt_parquet, stem, roofline=None) -> None:
+    """Figure 06: physical bytes read per run (prefill + generated tokens) against r, per arm, with OPT.
+    With the roofline calibration: the bytes the measured bandwidth reads in the time the
+    unconstrained model computes the run's tokens (a run reading more is I/O-bound)."""
     runs, opt, main, _ = _model_frames(runs_parquet, opt_parquet)
+    roof = _roofline(runs_parquet, opt_parquet, roofline)
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
     for arm, label, color, marker in _arm_styles():
         sub = main[main["arm"] == arm].assign(gb=lambda d: d["physical_bytes_read"] / 1e9)
@@ -119,6 +131,12 @@ def fig06_real_model_bytes(runs_parquet, opt_parquet, stem) -> None:
         ax.axhline(t, color="#999999", linestyle=":", linewidth=1)
         ax.annotate("whole model per token", (main["r"].min(), t), textcoords="offset points",
                     xytext=(0, 4), fontsize=8, color="#666666")
+    if roof is not None and not roof.empty and not main.empty:
+        bw, cr = roof["bandwidth_bytes_per_s"].iloc[0], roof["compute_tokens_per_s"].iloc[0]
+        even = bw * main["tokens"].iloc[0] / cr / 1e9
+        ax.axhline(even, color="#8c564b", linestyle="-.", linewidth=1.2,
+                   label=f"roofline ridge: what {bw / 1e9:.2f} GB/s reads while the model computes ({cr:.1f} tok/s);"
+                         " above it a run is I/O-bound")
     ax.set(xlabel="budget ratio r = resident weight budget / T_repr",
            ylabel="physical bytes read per run (GB)")
     ax.set_ylim(bottom=0)
@@ -128,9 +146,11 @@ def fig06_real_model_bytes(runs_parquet, opt_parquet, stem) -> None:
     _save(fig, stem)
 
 
-def fig07_throughput_scaling(runs_parquet, opt_parquet, stem) -> None:
-    """Figure 07: decode tokens/s against r, per arm, with the unconstrained baseline as a line."""
+def fig07_throughput_scaling(runs_parquet, opt_parquet, stem, roofline=None) -> None:
+    """Figure 07: decode tokens/s against r, per arm, with the unconstrained baseline as a line
+    and, with the roofline calibration, the bound min(compute rate, bandwidth / OPT bytes per token)."""
     runs, _, main, base = _model_frames(runs_parquet, opt_parquet)
+    roof = _roofline(runs_parquet, opt_parquet, roofline)
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
     for arm, label, color, marker in _arm_styles():
         sub = main[main["arm"] == arm]
@@ -141,6 +161,10 @@ def fig07_throughput_scaling(runs_parquet, opt_parquet, stem) -> None:
         ax.axhline(m, color="black", linestyle="--", linewidth=1.2,
                    label=f"unconstrained mmap baseline ({m:.1f} tok/s)")
         ax.axhspan(base["tokens_per_s"].min(), base["tokens_per_s"].max(), color="black", alpha=0.08, linewidth=0)
+    if roof is not None and not roof.empty:
+        bw = roof["bandwidth_bytes_per_s"].iloc[0]
+        ax.plot(roof["r"], roof["roofline_tokens_per_s"], color="#8c564b", linestyle="-.", marker="*",
+                label=f"roofline: min(compute, {bw / 1e9:.2f} GB/s / {arms.OPT} bytes per token)")
     ax.set(xlabel="budget ratio r = resident weight budget / T_repr", ylabel="decode throughput (tokens/s)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

@@ -490,7 +490,8 @@ TABLE_OF_STUDY = {"pager-synthetic": lambda lin: pager_synthetic_table(lin["run_
                   "faults": lambda lin: _faults_table(lin), "reset-warm": lambda lin: _faults_table(lin),
                   "tasks": lambda lin: _tasks_table(lin),
                   "cache-transfer": lambda lin: _cache_transfer_table(lin),
-                  "speculative": lambda lin: _speculative_table(lin)}
+                  "speculative": lambda lin: _speculative_table(lin),
+                  "pager-model-roofline": lambda lin: _roofline_table(lin)}
 
 
 def _tasks_table(lin: dict) -> pa.Table:
@@ -509,6 +510,12 @@ def _speculative_table(lin: dict) -> pa.Table:
     from .gather_speculative import speculative_table  # it builds on this module
 
     return speculative_table(lin)
+
+
+def _roofline_table(lin: dict) -> pa.Table:
+    from .roofline import roofline_table  # it builds on this module
+
+    return roofline_table(lin)
 
 
 def _faults_table(lin: dict) -> pa.Table:

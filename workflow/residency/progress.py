@@ -42,7 +42,8 @@ def study_runs(config: dict) -> dict[str, list[str]]:
 
 
 def _pm_runs(view: dict) -> list[str]:
-    return cells.pm_calibration_runs(view) + cells.pm_cells(view) + cells.pm_baselines(view)
+    return (cells.pm_calibration_runs(view) + cells.pm_cells(view) + cells.pm_baselines(view)
+            + cells.pm_roofline_runs(view))
 
 
 def _wall_s(path: Path) -> float:

@@ -67,9 +67,10 @@ def pager_synthetic_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
     return g
 
 
-def pager_model_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
+def pager_model_summary(runs_parquet, opt_parquet, stem, roofline=None) -> pd.DataFrame:
     """Per arm and r on the real model: validity, bytes, misses against OPT, throughput,
-    fault tail, cgroup peak and limit; the unconstrained baseline as its own rows."""
+    fault tail, cgroup peak and limit; the unconstrained baseline as its own rows. With the
+    roofline calibration table: the bound at r and each arm's median tokens/s over it."""
     runs = pd.read_parquet(runs_parquet)
     opt = pd.read_parquet(opt_parquet)[["run_dir", "opt_misses"]]
     df = runs.merge(opt, on="run_dir", how="left")
@@ -84,10 +85,20 @@ def pager_model_summary(runs_parquet, opt_parquet, stem) -> pd.DataFrame:
         peak_mib=("peak_bytes", lambda s: s.max() / 2**20), limit_mib=("limit_bytes", lambda s: s.max() / 2**20),
     ).reset_index()
     g["misses_over_opt"] = g["misses"] / g["opt_misses"]
+    caption = "Real model through the pager: per arm and budget ratio r, means over repetitions"
+    if roofline is not None:
+        from . import roofline as rl
+
+        roof, frac = rl.from_parquet(runs_parquet, opt_parquet, roofline)
+        frac = frac.assign(campaign="main")[["campaign", "arm", "r", "roofline_tokens_per_s", "fraction_of_roofline"]]
+        g = g.merge(frac, on=["campaign", "arm", "r"], how="left")
+        caption += (f"; roofline = min(compute {roof['compute_tokens_per_s'].iloc[0]:.1f} tok/s, "
+                    f"bandwidth {roof['bandwidth_bytes_per_s'].iloc[0] / 1e9:.2f} GB/s / OPT bytes per token), "
+                    "fraction = median tokens/s / roofline") if not roof.empty else ""
     g.insert(0, "arm_row", [("baseline (unconstrained)" if c == "baseline" else arm_row(a))
                             for c, a in zip(g["campaign"], g["arm"])])
     g = g.drop(columns=["campaign", "arm"]).sort_values(["arm_row", "r"], na_position="first")
-    write_table(g, stem, "Real model through the pager: per arm and budget ratio r, means over repetitions")
+    write_table(g, stem, caption)
     return g
 
 

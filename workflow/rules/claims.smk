@@ -44,7 +44,8 @@ rule claim_sweep:
     input:
         data=lambda w: _claims.input_paths(w.claim_id, f"{cells.SWEEP}/{w.model}"),
         code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
-                                      "stats.py", "history.py", "protocol.py", f"claims/{w.claim_id.lower()}.py"),
+                                      "stats.py", "history.py", "protocol.py", f"claims/{w.claim_id.lower()}.py",
+                                      *_claims.code_of(w.claim_id)),
     output:
         f"{cells.SWEEP_CLAIMS}/{{model}}/{{claim_id}}.json",
     wildcard_constraints:

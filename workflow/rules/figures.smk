@@ -31,7 +31,8 @@ rule figure_model:
     input:
         runs="results/pager_model.parquet",
         opt="results/pager_model_opt.parquet",
-        code=residency_code("figures.py", "arms.py"),
+        roofline="results/pager_model_roofline.parquet",
+        code=residency_code("figures.py", "arms.py", "roofline.py"),
     output:
         report("figures/{number}-{name}.png", caption="../report/figure-model.rst", category="Figures",
                subcategory="pager study, real model"),
@@ -45,7 +46,8 @@ rule figure_model:
     conda:
         CONDA_ENV
     shell:
-        "residency figure {wildcards.number} --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+        "residency figure {wildcards.number} --runs {input.runs} --opt {input.opt} --roofline {input.roofline}"
+        " --out-stem {params.stem} 2> {log}"
 
 
 rule figure_08:

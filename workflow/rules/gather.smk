@@ -51,6 +51,32 @@ use rule gather_pager_model as gather_pager_model_sweep with:
         f"{LOGS}/sweep/{{model}}/gather-pager-model.log",
 
 
+# The roofline's calibration reads of each model: one row per rep.
+rule gather_pager_model_roofline:
+    input:
+        runs=lambda w: cells.pm_roofline_runs(mv(w)),
+        code=residency_code("roofline.py", "gather.py", "manifest.py", "lineage.py"),
+    output:
+        "results/pager_model_roofline.parquet",
+    params:
+        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+    log:
+        f"{LOGS}/gather-pager-model-roofline.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency gather pager-model-roofline --out {output} {params.dirs} 2> {log}"
+
+
+use rule gather_pager_model_roofline as gather_pager_model_roofline_sweep with:
+    output:
+        f"{cells.SWEEP}/{{model}}/pager_model_roofline.parquet",
+    wildcard_constraints:
+        model=SWEEP_MODEL_RE,
+    log:
+        f"{LOGS}/sweep/{{model}}/gather-pager-model-roofline.log",
+
+
 rule gather_matched_source:
     input:
         runs=MS_CELLS,

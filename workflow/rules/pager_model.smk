@@ -140,3 +140,30 @@ rule pager_model_baseline:
     shell:
         "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
         " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+
+
+rule pager_model_roofline_run:
+    # The I/O roofline's bandwidth, measured in the same campaign: the engine's own reader over
+    # the model file at the pager's chunk size and source, the file's page cache dropped first.
+    input:
+        engine=RESIDCTL,
+        model=lambda w: cells.pm_model(mv(w))[0],
+    output:
+        f"{PM_RUNS}/{{model}}/roofline/rep{{rep}}/harness.json",
+    wildcard_constraints:
+        model=PM_MODEL_RE,
+    params:
+        dir=lambda w, output: run_dir(output),
+        stream=lambda w, input: cells.roofline_stream_args(mv(w), input.model),
+        meta=lambda w: cells.pm_meta(mv(w), campaign="roofline", rep=w.rep),
+        cgroup=config["harness"]["cgroup"],
+        config_digest=lambda w: cells.pm_digest(mv(w)),
+    log:
+        f"{LOGS}/pager_model/{{model}}/roofline-rep{{rep}}.log",
+    resources:
+        storage_exclusive=1,
+    conda:
+        CONDA_ENV
+    shell:
+        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
+        " -- {input.engine} stream {params.stream} --out {params.dir} 2> {log}"

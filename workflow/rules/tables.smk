@@ -35,7 +35,8 @@ rule table_pager_model:
     input:
         runs="results/pager_model.parquet",
         opt="results/pager_model_opt.parquet",
-        code=residency_code("tables.py", "arms.py"),
+        roofline="results/pager_model_roofline.parquet",
+        code=residency_code("tables.py", "arms.py", "roofline.py"),
     output:
         table_outputs("pager-model"),
     params:
@@ -45,14 +46,16 @@ rule table_pager_model:
     conda:
         CONDA_ENV
     shell:
-        "residency table pager-model --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+        "residency table pager-model --runs {input.runs} --opt {input.opt} --roofline {input.roofline}"
+        " --out-stem {params.stem} 2> {log}"
 
 
 use rule table_pager_model as table_pager_model_sweep with:
     input:
         runs=f"{cells.SWEEP}/{{model}}/pager_model.parquet",
         opt=f"{cells.SWEEP}/{{model}}/pager_model_opt.parquet",
-        code=residency_code("tables.py", "arms.py"),
+        roofline=f"{cells.SWEEP}/{{model}}/pager_model_roofline.parquet",
+        code=residency_code("tables.py", "arms.py", "roofline.py"),
     output:
         [f"{cells.SWEEP}/{{model}}/tables/pager-model.{ext}" for ext in ("csv", "md", "tex")],
     wildcard_constraints:

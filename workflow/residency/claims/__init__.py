@@ -15,7 +15,7 @@ import pandas as pd
 from .. import history
 from ..arms import KERNEL_MMAP
 from . import c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
-from .model_runs import MODEL_OPT, MODEL_RUNS
+from .model_runs import MODEL_OPT, MODEL_ROOFLINE, MODEL_RUNS
 
 REGISTRY = {m.ID: m for m in (p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, c1, c2, c3, c4, c5, c6, c7, c8, c9,
                               c10, c11, c12)}
@@ -31,7 +31,7 @@ def module(claim_id: str):
         raise SystemExit(f"residency: error: unknown claim {claim_id!r} (known: {', '.join(sorted(REGISTRY))})") from None
 
 
-MODEL_INPUTS = (MODEL_RUNS, MODEL_OPT)
+MODEL_INPUTS = (MODEL_RUNS, MODEL_OPT, MODEL_ROOFLINE)
 
 
 def code_of(claim_id: str) -> list[str]:

@@ -9,6 +9,7 @@ from .record import as_float
 
 MODEL_RUNS = "results/pager_model.parquet"
 MODEL_OPT = "results/pager_model_opt.parquet"
+MODEL_ROOFLINE = "results/pager_model_roofline.parquet"  # the storage bandwidth calibration (roofline.py)
 
 
 def main_runs(runs: pd.DataFrame, arm: str | None = None) -> pd.DataFrame:

@@ -2,11 +2,16 @@
 
 Kernel-rule arms (A: kernel mmap, C: LRU through the pager) stay flat as r grows; the
 informed arms (D, E) rise monotonically. "Flat" and "rising" are judged with the
-thresholds in config `claims` (noise on a shared machine is real).
+thresholds in config `claims` (noise on a shared machine is real). The record also reports
+each arm's fraction of the I/O roofline measured in the same campaign (roofline.py); the
+reference states no target for it, so no assertion judges it.
 """
 
 from __future__ import annotations
 
+import pandas as pd
+
+from .. import roofline as rl
 from ..arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU, PAGER_PREFETCH
 from . import model_runs as mr
 from .record import Assertion, ClaimResult, fmt
@@ -16,7 +21,8 @@ REFERENCE = ("Reference claim 9: give the kernel more budget and tokens/s does n
              "~1.0 t/s, flat across a 3x budget range); give the app-authoritative pager more budget and "
              "tokens/s rises 1.12 -> 2.85 t/s (2.5x, monotone); all arms sit far below the 13.2 t/s "
              "unconstrained baseline.")
-INPUTS = {"runs": mr.MODEL_RUNS}
+INPUTS = {"runs": mr.MODEL_RUNS, "opt": mr.MODEL_OPT, "roofline": mr.MODEL_ROOFLINE}
+CODE = ("roofline.py",)
 KERNEL_ARMS = [KERNEL_MMAP, PAGER_LRU]
 INFORMED_ARMS = [PAGER_DECLARED, PAGER_PREFETCH]
 
@@ -49,9 +55,11 @@ def compute(frames, settings) -> ClaimResult:
         "informed_arms_monotone": [all(arms[a]["monotone_steps"]) and bool(arms[a]["monotone_steps"])
                                    for a in INFORMED_ARMS],
     }
+    values["roofline"] = roofline_values(runs, frames["opt"], frames["roofline"])
     headline = ("Tokens/s from the smallest to the largest r: " + "; ".join(
         f"{a}: x{fmt(arms[a]['largest_r_over_smallest_r'], '.2f')}" for a in KERNEL_ARMS + INFORMED_ARMS)
-        + f"; unconstrained baseline {fmt(values['baseline_tokens_per_s'], '.1f')} tok/s.")
+        + f"; unconstrained baseline {fmt(values['baseline_tokens_per_s'], '.1f')} tok/s."
+        + roofline_headline(values["roofline"]))
     assertions = [
         Assertion("/values/kernel_arms_flat", "all_true", why=f"A and C: max/min tokens/s over r <= {flat_max}"),
         Assertion("/values/informed_arms_rise", "all_true",
@@ -60,3 +68,32 @@ def compute(frames, settings) -> ClaimResult:
                   why=f"D and E: no step to a larger r loses more than {tol:.0%}"),
     ]
     return ClaimResult(headline, values, assertions, insufficient)
+
+
+def roofline_values(runs, opt, calib) -> dict:
+    """Each arm's fraction of the I/O roofline per r (reported, not asserted: the reference
+    states no roofline target)."""
+    try:
+        roof = rl.bound(runs, opt, calib)
+    except rl.RooflineError as e:
+        return {"error": str(e)}
+    frac = rl.fractions(runs, roof)
+    return {
+        "bandwidth_bytes_per_s": float(roof["bandwidth_bytes_per_s"].iloc[0]) if len(roof) else rl.bandwidth(calib),
+        "compute_tokens_per_s": float(roof["compute_tokens_per_s"].iloc[0]) if len(roof) else rl.compute_rate(runs),
+        "per_r": [{"r": float(x.r), "opt_bytes_per_token": float(x.opt_bytes_per_token),
+                   "roofline_tokens_per_s": float(x.roofline_tokens_per_s), "bound_by": x.bound_by}
+                  for x in roof.itertuples()],
+        "fraction_of_roofline": {arm: [{"r": float(x.r), "tokens_per_s": float(x.tokens_per_s),
+                                        "fraction": float(x.fraction_of_roofline)}
+                                       for x in sub.sort_values("r").itertuples() if pd.notna(x.fraction_of_roofline)]
+                                 for arm, sub in frac.groupby("arm")},
+    }
+
+
+def roofline_headline(roof: dict) -> str:
+    fr = roof.get("fraction_of_roofline")
+    if not fr:
+        return ""
+    parts = [f"{a}: {fmt(xs[-1]['fraction'], '.2f')} at r={xs[-1]['r']:g}" for a, xs in fr.items() if xs]
+    return " Fraction of the roofline at the largest r: " + "; ".join(parts) + "."
