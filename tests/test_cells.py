@@ -17,7 +17,7 @@ from conftest import ROOT
 
 PS_DIGEST = "24b8af943b5140d5aec9213f4389326eeec314c701d20f74f81e51e2441e4ef3"
 PM_DIGEST = "48096cbbe34cb9df8482ac26b26c03b32bb6527535c29857b7944fd78bb78262"
-MS_DIGEST = "0058e98feea5277987549bb64130c5dbbc25bb009f948c0f3fc25fc2b00bfa9a"
+MS_DIGEST = "17aa1f41fbe6b239e66870569600d825821b96c9c0ae91130b0601f4a751089c"  # matched_source.threads added
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
 MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
@@ -117,7 +117,9 @@ def test_default_matched_cells(cfg, inventory):
     assert cells.ms_host_budget(cfg, inventory) == 60297347
     assert [cells.ms_pager_budget(cfg, c, inventory) for c in ("P", "pair1/D", "pair1/F")] == [45617283, 45617283,
                                                                                              60297347]
-    common = GENERATE.format(arm="pager-declared")
+    # The matched cells run matched_source.threads (1: a core left to the source), not pager_model's 2.
+    common = GENERATE.format(arm="pager-declared").replace("--threads 2", "--threads 1")
+    assert cfg["pager_model"]["threads"] == 2 and cfg["matched_source"]["threads"] == 1
     assert cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347) == (
         common + f" --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}"
         " --windows 8 --depth 8")
@@ -125,11 +127,22 @@ def test_default_matched_cells(cfg, inventory):
         common + f" --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
     assert cells.ms_meta(cfg, "pair1/F", inventory) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
-        " --meta position=3 --meta r=0.5 --meta rep=1 --meta t_repr_bytes=91234567 --meta reserve_bytes=16777216"
+        " --meta position=3 --meta r=0.5 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
+        " --meta reserve_bytes=16777216"
         f" --meta config_digest={MS_DIGEST}")
     assert cells.ms_meta(cfg, "P", inventory).startswith(
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=P --meta block=0 --meta order="
         " --meta position=1 ")
+
+
+def test_matched_threads_reach_every_matched_cell_only(cfg, inventory):
+    c = copy.deepcopy(cfg)
+    c["matched_source"]["threads"] = 3
+    for cell in cells.ms_sequence(c):
+        assert "--threads 3 " in cells.ms_generate_args(c, cell, "m.gguf", 1), cell
+        assert " --meta threads=3 " in cells.ms_meta(c, cell, inventory), cell
+    assert "--threads 2 " in cells.generate_args(c, "m.gguf", "pager-lru", 1)  # pager_model's own cells
+    assert cells.ms_digest(c) != MS_DIGEST and cells.pm_digest(c) == PM_DIGEST
 
 
 def test_eager_reconcile_closes_every_pager_flag_list(cfg):

@@ -45,6 +45,8 @@ def test_a_user_certificate_model_must_be_declared():
     (lambda c: c["pager_synthetic"].update(chunk_bytes=1000), "pager_synthetic.chunk_bytes"),
     (lambda c: c["harness"].pop("cgroup"), "harness: 'cgroup' is a required property"),
     (lambda c: c.update(extra=1), "(top level): unknown key 'extra'"),
+    (lambda c: c["matched_source"].update(threads=0), "matched_source.threads"),
+    (lambda c: c["matched_source"].pop("threads"), "matched_source: 'threads' is a required property"),
 ])
 def test_bad_config_one_line_naming_the_key(mutate, needle):
     c = copy.deepcopy(default())

@@ -3,11 +3,12 @@ claims C2 and C8, on fake generate runs shaped like residctl's."""
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from residency import arms, claims, figures, gather, tables, verify
-from residency.pairs import matched_pairs, pair_records
+from residency.pairs import matched_pairs, overlap_bound, pair_records
 
 from fixtures import make_model_run, seal
 
@@ -20,7 +21,7 @@ ORDERS = ["D-F", "D-F", "F-D", "F-D", "D-F", "F-D"]
 
 
 def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=None, f_alloc=0, windows=8,
-         cache=None, f_depth=8):
+         cache=None, f_depth=8, wait_fraction=0.5, threads=1):
     d = make_model_run(root, "matched", "pager-declared", 0.5, position, flip=flip)
     run = json.loads((d / "run.json").read_text())
     if cache is not None:
@@ -32,7 +33,8 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
                            "logical_bytes": 64 << 20, "physical_bytes": 64 << 20, "padding_bytes": 0,
                            "rejections": 0, "cancellations": 0, "windows_free_at_close": windows if arm == "F" else 1,
                            "tickets_outstanding_at_close": 0, "dynamic_allocations": f_alloc if arm == "F" else 0}
-    run["counters"]["exposed_source_wait_ns"] = int(wall * 0.5e9)
+    run["counters"]["exposed_source_wait_ns"] = int(wall * wait_fraction * threads * 1e9)  # summed over threads
+    run["llama"]["threads"] = threads
     run["generation"]["tokens_per_s"] = 64 / wall
     (d / "run.json").write_text(json.dumps(run))
     h = json.loads((d / "harness.json").read_text())
@@ -47,14 +49,14 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
 
 
 def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0, f_cache=None, f_depth=8, limit=6 << 20,
-            p_at_limit=True):
+            p_at_limit=True, d_wait=None, threads=1):
     """The reference's campaign on fake runs. The default `limit` (4 MiB budget + 2 MiB
     overhead) is below the 8 MiB model: eq. 1 holds. P sits at its limit with limit events
     (inadmissible) unless `p_at_limit` is False; `limit=None` runs P without one."""
     runs = tmp_path / "results" / "runs"
     p_peak, p_events = (limit, 3407) if p_at_limit and limit else (5 << 20, 0)
-    dirs = [cell(runs, "oracle", "oracle", 0, 0, 90.0, peak=5 << 20, limit=None),
-            cell(runs, "P", "P", 0, 1, 130.0, peak=p_peak, limit=limit, events=p_events)]
+    dirs = [cell(runs, "oracle", "oracle", 0, 0, 90.0, peak=5 << 20, limit=None, threads=threads),
+            cell(runs, "P", "P", 0, 1, 130.0, peak=p_peak, limit=limit, events=p_events, threads=threads)]
     limit = limit or 6 << 20
     pos = 2
     for k, order in enumerate(ORDERS, 1):
@@ -62,7 +64,8 @@ def project(tmp_path, *, f_wall=F_WALL, flip_f=False, f_alloc=0, f_cache=None, f
             wall = D_WALL[k - 1] if arm == "D" else f_wall[k - 1]
             dirs.append(cell(runs, f"pair{k}/{arm}", arm, k, pos, wall, peak=5 << 20, limit=limit,
                              flip=5 if (flip_f and arm == "F" and k == 3) else None, f_alloc=f_alloc,
-                             cache=f_cache if arm == "F" else None, f_depth=f_depth))
+                             cache=f_cache if arm == "F" else None, f_depth=f_depth, threads=threads,
+                             wait_fraction=d_wait[k - 1] if d_wait and arm == "D" else 0.5))
             pos += 1
     res = tmp_path / "results"
     ident = res / "model.json"
@@ -204,3 +207,38 @@ def test_table6_figure08_and_c2_read_the_same_pairs(tmp_path):
     assert list(out["Block"]) == [p["block"] for p in doc["values"]["pairs"]] == list(pairs[arms.DIRECT]["block"])
     assert list(out["D (s)"]) == D_WALL and list(out["F (s)"]) == F_WALL
     assert [p["f_wall_s"] for p in doc["values"]["pairs"]] == F_WALL
+
+
+def test_overlap_bound_of_hand_made_d_cells():
+    # D waits io of its wall; the rest is compute c: a perfect overlap takes max(c, io).
+    assert overlap_bound(10.0, 3_000_000_000, 1) == pytest.approx(0.7)
+    assert overlap_bound(10.0, 6_000_000_000, 1) == pytest.approx(0.6)
+    assert overlap_bound(10.0, 5_000_000_000, 1) == pytest.approx(0.5)   # the floor: io = c
+    # the wait is summed over compute threads: 6 thread-seconds of 2 threads is 3 s each
+    assert overlap_bound(10.0, 6_000_000_000, 2) == pytest.approx(0.7)
+    assert overlap_bound(10.0, 12_000_000_000, 1) == pytest.approx(1.0)  # io at most the wall
+    for args in ((10.0, None, 1), (0.0, 1, 1), (None, 1, 1), (10.0, 1, None)):
+        assert overlap_bound(*args) is None, args
+
+
+def test_c2_reports_f_over_d_against_the_overlap_bound(tmp_path):
+    waits = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    doc = claims.make("C2", project(tmp_path, d_wait=waits, threads=2), SETTINGS)
+    v = doc["values"]
+    bounds = [max(w, 1 - w) for w in waits]
+    assert [p["overlap_bound"] for p in v["pairs"]] == pytest.approx(bounds, abs=1e-6)
+    gm = float(np.exp(np.mean(np.log(bounds))))
+    assert v["overlap_bound"] == pytest.approx(gm, abs=1e-6)
+    ob = v["wall_f_over_d_over_overlap_bound"]
+    assert ob["ratio"] == pytest.approx(v["wall_f_over_d"]["ratio"] / gm, rel=1e-9)
+    assert ob["ratios"] == pytest.approx([f / d / b for f, d, b in zip(F_WALL, D_WALL, bounds)], rel=1e-6)
+    assert ob["low"] < ob["ratio"] < ob["high"]
+    assert v["compute_threads"] == [2] and "compute threads 2" in doc["headline"]
+    assert f"{ob['ratio']:.4f}" in doc["headline"] and f"{gm:.4f}" in doc["headline"]
+
+
+def test_c2_verdict_does_not_judge_the_overlap_bound(tmp_path):
+    # F 0.8 of D is 1.6x the bound 0.5: reported, not asserted (the reference's assertions only).
+    doc = claims.make("C2", project(tmp_path, f_wall=[d * 0.8 for d in D_WALL]), SETTINGS)
+    assert doc["verdict"] == "pass", doc["reasons"]
+    assert doc["values"]["wall_f_over_d_over_overlap_bound"]["ratio"] == pytest.approx(1.6, rel=1e-6)

@@ -92,6 +92,8 @@ def how_to_run(cmd: str, work: Path) -> tuple[str, Path]:
         return f". {ROOT}/.venv/bin/activate && command -v snakemake residency", ROOT
     if cmd == "bench/pager_model.py":
         return f"{cmd} --residctl {residctl} --model results/models/synthetic-dense.gguf --reps 1 --tokens 4", work
+    if cmd == "bench/matched_overlap.py":
+        return f"{cmd} --residctl {residctl} --config config/config.yaml --pairs 2", work
     if cmd == "engine/bench/stream_vs_fio.sh":
         return (f"{ROOT}/{cmd} --residctl {residctl} --file {work}/bench-region.bin --size 8388608 --reps 3"
                 f" --out {work}/bench-stream"), work

@@ -361,12 +361,13 @@ def pm_graph_plan(config: dict) -> str:
     return f"{PM_RUNS}/{pm_name(config)}/graph-plan/graph-plan.json"
 
 
-def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None) -> str:
-    """The residctl generate flags of one cell (run directory added by the rule)."""
+def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None, threads=None) -> str:
+    """The residctl generate flags of one cell (run directory added by the rule); `threads`
+    overrides pager_model.threads (the matched cells run their own count)."""
     pm = config["pager_model"]
     args = [
         f"--model {model}", f"--arm {arm}", f"--chunk-size {pm['chunk_bytes']}",
-        f"--tokens {pm['tokens']}", f"--threads {pm['threads']}", f"--ctx {pm['ctx']}",
+        f"--tokens {pm['tokens']}", f"--threads {pm['threads'] if threads is None else threads}", f"--ctx {pm['ctx']}",
         f"--watchdog-s {pm['watchdog_s']}", f"--graph-plan {pm_graph_plan(config)}",
     ]
     huge = [f"--huge-chunks {pm['huge_chunks']}"]
@@ -503,7 +504,8 @@ def ms_generate_args(config: dict, cell: str, model: str, budget) -> str:
     arm, _ = ms_cell(cell)
     # The oracle is the same-build synchronous-source control: direct, without a host limit.
     source = arms.SOURCE_ENGINE[arms.DIRECT if arm == arms.ORACLE else arm]
-    args = generate_args(config, model, ms["policy"], budget, source=source)
+    # Every matched cell, the oracle included, runs matched_source.threads compute threads.
+    args = generate_args(config, model, ms["policy"], budget, source=source, threads=ms["threads"])
     if arm == arms.ASYNC:
         args += f" --windows {ms['windows']} --depth {ms['depth']}"
     return args
@@ -516,7 +518,7 @@ def ms_meta(config: dict, cell: str, inventory) -> str:
     order = ms["pairs"][block - 1] if block else ""
     return meta_flags(ms_digest(config), dict(
         campaign="matched", arm=ms["policy"], source_arm=arm, block=block, order=order,
-        position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1,
+        position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1, threads=ms["threads"],
         t_repr_bytes=pm_t_repr(inventory), reserve_bytes=ms["reserve_bytes"]))
 
 

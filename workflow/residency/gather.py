@@ -394,6 +394,7 @@ MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
     ("order", pa.string()),                   # D-F or F-D within the block
     ("position", pa.int32()),                 # execution order of the campaign
     ("wall_s", pa.float64()),                 # complete process wall time (the harness)
+    ("threads", pa.int32()),                  # compute threads the engine ran (run.json llama.threads)
     ("exposed_source_wait_ns", pa.int64()),   # compute threads blocked in weight faults
     ("source_submissions", pa.int64()),
     ("source_completions", pa.int64()),
@@ -447,6 +448,7 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
         "order": meta.get("order") or None,
         "position": int(meta.get("position", 0)),
         "wall_s": float(harness["wall_s"]),
+        "threads": _int((run.get("llama") or {}).get("threads")),
         "exposed_source_wait_ns": _int(run.get("counters", {}).get("exposed_source_wait_ns")),
         "source_physical_bytes_per_output": (src["physical_bytes"] / tokens)
         if src.get("physical_bytes") is not None and tokens else None,

@@ -26,3 +26,15 @@ def pair_records(pairs: pd.DataFrame) -> list[dict[str, dict]]:
     records = {arm: pairs[arm].to_dict("records") for arm in PAIRED}
     return [dict(zip(PAIRED, cells)) for cells in zip(*records.values())]
 
+
+
+def overlap_bound(wall_s, exposed_source_wait_ns, threads):
+    """The F/D a perfect overlap reaches from one D cell: D's exposed source wait io hidden
+    under its compute c = wall - io, so F at best takes max(c, io) of D's c + io. The wait is
+    summed over compute threads (each fault a blocked thread): io is its per-thread share,
+    exact at one thread, at most the wall. None when the cell records no wall, wait or
+    thread count (a table gathered before `threads` was a column)."""
+    if wall_s is None or exposed_source_wait_ns is None or not threads or not wall_s > 0:
+        return None
+    io = min(exposed_source_wait_ns / 1e9 / int(threads), wall_s)
+    return max(wall_s - io, io) / wall_s

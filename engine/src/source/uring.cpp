@@ -48,6 +48,12 @@ UringSource::UringSource(const std::string& path, size_t window_capacity, const 
                      "): io_uring is unavailable here; use --source direct");
   }
   ring_ready_ = true;
+  // Reads the file system cannot issue inline are punted to io-wq workers; the kernel's
+  // default bound is min(ring entries, 4 x CPUs). At most depth_ reads are ever in flight,
+  // so bound the workers to depth_: no more threads than reads, and no concurrency lost.
+  // Best effort (Linux >= 5.15): without it the kernel's bound stands.
+  unsigned iowq[2] = {static_cast<unsigned>(depth_), 0};  // {bounded, unbounded}; 0 leaves the unbounded pool as is
+  (void)io_uring_register_iowq_max_workers(&ring_, iowq);
   if (opts.register_buffers) {
     std::vector<iovec> iov(windows_.count());
     for (size_t w = 0; w < iov.size(); ++w) iov[w] = {windows_.data(w), windows_.capacity()};

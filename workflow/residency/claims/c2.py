@@ -6,6 +6,11 @@ reference's headline: direct ownership changes the admission outcome); every D a
 cell must be oracle-exact and admissible; F/D complete wall is the geometric mean over
 the counterbalanced pairs with its 95% paired-log t interval, and F is faster only if
 the interval excludes 1.
+Reported beside it (no assertion): the overlap bound of each pair, max(c, io) / (c + io)
+from its D cell's exposed source wait io and compute c = wall - io (the F/D a perfect
+overlap reaches), their geometric mean, and F/D over the bound with its paired interval;
+and the compute threads every cell ran (matched_source.threads: one core left to the
+source service on a small machine, as the reference's host leaves its CPU to I/O).
 Also: F/D exposed-source-wait and decode-rate ratios, physical source bytes per output
 (ratio 1.0 expected), and F's lifecycle ledger (submissions = completions, peak depth
 equal to its windows: every window in flight at once, dynamic allocations after start,
@@ -15,7 +20,9 @@ windows free at every close).
 from __future__ import annotations
 
 from ..arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
-from ..pairs import matched_pairs, pair_records
+import math
+
+from ..pairs import matched_pairs, overlap_bound, pair_records
 from ..stats import paired_log_ratio
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
 
@@ -32,7 +39,7 @@ INPUTS = {"runs": "results/matched_source.parquet"}
 
 def _cell(x) -> dict:
     return {"source_arm": x["source_arm"], "block": int(x["block"]), "order": x["order"],
-            "position": int(x["position"]), "status": x["status"], "exact": x["exact"],
+            "position": int(x["position"]), "threads": as_int(x.get("threads")), "status": x["status"], "exact": x["exact"],
             "first_differing_step": as_int(x["first_differing_step"]), "admissible": x["admissible"],
             "wall_s": as_float(x["wall_s"]), "tokens_per_s": as_float(x["tokens_per_s"]),
             "exposed_source_wait_ns": as_int(x["exposed_source_wait_ns"]),
@@ -70,15 +77,27 @@ def compute(frames, settings) -> ClaimResult:
     df = [c for c in cells if c["source_arm"] in PAIRED]
     f_cells = [c for c in cells if c["source_arm"] == ASYNC]
     wall = _ratio(pairs, "wall_s")
+    bounds = [overlap_bound(pr[DIRECT]["wall_s"], pr[DIRECT]["exposed_source_wait_ns"], pr[DIRECT]["threads"])
+              for pr in pairs]
+    # F/D over the bound is F against D's wall scaled by its own bound: paired as F/D is.
+    over_bound = (paired_log_ratio([pr[DIRECT]["wall_s"] * b for pr, b in zip(pairs, bounds)],
+                                   [pr[ASYNC]["wall_s"] for pr in pairs]).as_dict()
+                  if wall and all(b is not None and b > 0 for b in bounds) else None)
+    bound_mean = (math.exp(sum(math.log(b) for b in bounds) / len(bounds))
+                  if bounds and all(b is not None and b > 0 for b in bounds) else None)
     bpo = _ratio(pairs, "source_physical_bytes_per_output")
     values = {
         "cells": cells,
         "p": {k: p[k] for k in ("exact", "admissible", "peak_bytes", "limit_bytes", "headroom_bytes",
                                 "limit_events_total", "oom_kills")} if p else None,
+        "compute_threads": sorted({c["threads"] for c in cells if c["threads"] is not None}),
         "pairs": [{"block": d["block"], "order": d["order"], "d_wall_s": d["wall_s"], "f_wall_s": f["wall_s"],
-                   "f_over_d": f["wall_s"] / d["wall_s"] if d["wall_s"] else None}
-                  for d, f in ((pr[DIRECT], pr[ASYNC]) for pr in pairs)],
+                   "f_over_d": f["wall_s"] / d["wall_s"] if d["wall_s"] else None, "overlap_bound": b,
+                   "f_over_d_over_bound": f["wall_s"] / d["wall_s"] / b if d["wall_s"] and b else None}
+                  for (d, f), b in zip(((pr[DIRECT], pr[ASYNC]) for pr in pairs), bounds)],
         "wall_f_over_d": wall,
+        "overlap_bound": bound_mean,
+        "wall_f_over_d_over_overlap_bound": over_bound,
         "exposed_source_wait_f_over_d": _ratio(pairs, "exposed_source_wait_ns"),
         "decode_rate_f_over_d": _ratio(pairs, "tokens_per_s"),
         "physical_bytes_per_output_f_over_d": bpo["ratio"] if bpo else None,
@@ -102,9 +121,13 @@ def compute(frames, settings) -> ClaimResult:
     if p is not None and p["admissible"] is None:
         insufficient.append("P ran without a hard host limit: its admission outcome cannot be judged")
     tol = float(settings["c2_bytes_ratio_tolerance"])
+    values_threads = values["compute_threads"]
+    ob = over_bound or {}
     headline = (f"F/D complete wall {fmt(wall['ratio'] if wall else None, '.4f')} over {len(pairs)} pairs, 95% "
                 f"paired-log t [{fmt(wall['low'] if wall else None, '.4f')}, {fmt(wall['high'] if wall else None, '.4f')}]"
-                f"; P admissible: {values['p']['admissible'] if p else 'n/a'} "
+                f" against 1; against D's overlap bound {fmt(bound_mean, '.4f')}: "
+                f"{fmt(ob.get('ratio'), '.4f')} [{fmt(ob.get('low'), '.4f')}, {fmt(ob.get('high'), '.4f')}]; "
+                f"compute threads {'/'.join(map(str, values_threads)) or 'n/a'}; P admissible: {values['p']['admissible'] if p else 'n/a'} "
                 f"({values['p']['limit_events_total'] if p else 'n/a'} limit events); bytes/output F/D "
                 f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}; F peak depth "
                 f"{values['f_peak_depth_max']} of {max((c['source_windows'] or 0 for c in f_cells), default='n/a')} windows.")

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Benchmark: does F overlap? F/D of the matched source campaign against its overlap bound.
+
+Runs a few D/F pairs of `residctl generate` with the matched cells' own flags
+(cells.ms_generate_args: the model, prompt, policy, budget and matched_source.threads of
+the config; D the blocking one-window direct source, F io_uring with its windows and
+depth), in the configured counterbalanced order, and prints per pair and overall:
+
+  - F/D complete wall (geometric mean, 95% paired-log t interval);
+  - the overlap bound from the same run's D cells: io = D's exposed source wait (per
+    compute thread), c = D's wall - io, bound = max(c, io) / (c + io): the F/D of a
+    perfect overlap;
+  - F/D over the bound (target: within 1.10x) and F/D of the exposed source wait.
+
+The wall is the process's, as the harness measures it; the model's page cache is dropped
+before each cell (POSIX_FADV_DONTNEED), as `residency run --drop-cache` does. The cells run
+without the harness's hard memory limit (no cgroup): this measures time, not admission
+(C2 judges that on the campaign's own runs). The inputs the flags name (content digests,
+graph plan) are made once under a scratch tree laid out like results/, and the cells run
+from there. Ratios of neighbours in one invocation, because the development machines are
+shared and noisy: absolute walls drift, neighbours much less.
+
+Usage: bench/matched_overlap.py [--residctl .build/engine/residctl] [--model GGUF]
+                                [--pairs 3] [--threads N] [--config config/config.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "workflow"))
+
+from residency import arms, cells, config, models  # noqa: E402
+from residency.pairs import overlap_bound  # noqa: E402
+from residency.stats import paired_log_ratio  # noqa: E402
+
+TARGET = 1.10  # issue 12: F/D within 1.10x of the overlap bound
+
+
+def drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def prepare(cfg: dict, residctl: str, model: str, scratch: Path) -> Path:
+    """The files the matched flags name, at their results/ paths under `scratch`; returns
+    the inventory (for the budgets)."""
+    pm = cfg["pager_model"]
+    inv = scratch / "inventory.json"
+    inv.write_text(json.dumps(models.inventory_doc(model)))
+    digests = cells.pm_content_digests(cfg)
+    if digests:
+        (scratch / digests).parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([residctl, "inventory", "--file", model, "--chunk-size", str(pm["chunk_bytes"]),
+                        "--out", str(scratch / digests)], check=True, stdout=subprocess.DEVNULL)
+    plan = scratch / cells.pm_graph_plan(cfg)
+    plan.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([residctl, "generate", "--model", model, "--arm", "kernel-mmap", "--tokens", "2",
+                    "--threads", str(pm["threads"]), "--ctx", str(pm["ctx"]),  # as the graph-plan rule
+                    "--prompt", pm["prompt"], "--graph-plan-out", str(plan), "--out", str(plan.parent / "run")],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return inv
+
+
+def run_cell(cfg: dict, residctl: str, model: str, scratch: Path, inv: Path, cell: str) -> dict:
+    out = scratch / "runs" / cell
+    args = cells.ms_generate_args(cfg, cell, model, cells.ms_pager_budget(cfg, cell, inv)).split()
+    cmd = [residctl, "generate", *args, "--prompt", cfg["pager_model"]["prompt"], "--out", str(out)]
+    drop_cache(model)
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, cwd=scratch, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"bench: {cell} failed (exit {r.returncode}): {r.stderr.strip().splitlines()[-1:]}")
+    run = json.loads((out / "run.json").read_text())
+    c = run["counters"]
+    return {"wall_s": wall, "wait_ns": c["exposed_source_wait_ns"], "read_ns": run["source_stats"].get("read_ns") or 0,
+            "check_ns": c.get("content_check_ns") or 0, "readahead": run.get("readahead") or {}, "bytes": run["source_stats"].get("physical_bytes") or 0,
+            "threads": run["llama"]["threads"], "tokens": json.loads((out / "tokens.json").read_text())}
+
+
+def interval(r) -> str:
+    return f"{r.ratio:.4f} [{r.low:.4f}, {r.high:.4f}]"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--residctl", default=str(ROOT / ".build/engine/residctl"))
+    ap.add_argument("--model", help="the GGUF (default: the config's primary model, under the current directory "
+                                    "or else the repository)")
+    ap.add_argument("--config", default=str(ROOT / "config/config.yaml"))
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--threads", type=int, help="compute threads (default: the config's matched_source.threads)")
+    a = ap.parse_args()
+    if a.pairs < 2:
+        print("bench: error: a paired interval needs at least 2 pairs", file=sys.stderr)
+        return 2
+    cfg = config.load(a.config)
+    if a.model is None:
+        gguf = Path(cells.pm_model(cfg)[0])
+        a.model = str(gguf if gguf.exists() else ROOT / gguf)
+    for p in (a.residctl, a.model):
+        if not Path(p).exists():
+            print(f"bench: error: {p} not found (run `make figures` first)", file=sys.stderr)
+            return 2
+    if a.threads:
+        cfg["matched_source"]["threads"] = a.threads
+    model = str(Path(a.model).resolve())
+    residctl = str(Path(a.residctl).resolve())  # the cells run from the scratch tree
+    ms = cfg["matched_source"]
+    orders = [ms["pairs"][k % len(ms["pairs"])] for k in range(a.pairs)]
+    pairs = []
+    with tempfile.TemporaryDirectory(prefix="bench-overlap-") as tmp:  # only the model is read O_DIRECT
+        scratch = Path(tmp)
+        inv = prepare(cfg, residctl, model, scratch)
+        for k, order in enumerate(orders, 1):
+            pr = {arm: run_cell(cfg, residctl, model, scratch, inv, f"pair{k}/{arm}") for arm in order.split("-")}
+            pairs.append((order, pr[arms.DIRECT], pr[arms.ASYNC]))
+    print(f"matched overlap: {len(pairs)} pairs, {ms['threads']} compute thread(s), policy {ms['policy']}, "
+          f"r {ms['ratio']}, F {ms['windows']} windows depth {ms['depth']}, {os.cpu_count()} CPUs")
+    print("  pair order  D wall s  F wall s    F/D   D io s  D compute s  bound  F/D/bound  exact")
+    bounds = []
+    for k, (order, d, f) in enumerate(pairs, 1):
+        b = overlap_bound(d["wall_s"], d["wait_ns"], d["threads"])
+        bounds.append(b)
+        io = min(d["wait_ns"] / 1e9 / d["threads"], d["wall_s"])
+        fd = f["wall_s"] / d["wall_s"]
+        print(f"  {k:4d} {order}  {d['wall_s']:8.3f}  {f['wall_s']:8.3f}  {fd:.4f}  {io:7.3f}  {d['wall_s'] - io:11.3f}"
+              f"  {b:.4f}  {fd / b:9.4f}  {d['tokens'] == f['tokens']}")
+    # Where F's time goes: its own exposed wait, the time inside its reads (summed over the
+    # reads in flight) and the content check, beside D's.
+    print("  pair  D wait s  F wait s  D read s  F read s  D check s  F check s  GB read")
+    for k, (_, d, f) in enumerate(pairs, 1):
+        print(f"  {k:4d}  {d['wait_ns'] / 1e9:8.3f}  {f['wait_ns'] / 1e9:8.3f}  {d['read_ns'] / 1e9:8.3f}"
+              f"  {f['read_ns'] / 1e9:8.3f}  {d['check_ns'] / 1e9:9.3f}  {f['check_ns'] / 1e9:9.3f}  {d['bytes'] / 1e9:7.3f}")
+    for k, (_, _, f) in enumerate(pairs, 1):
+        ra = f["readahead"]
+        print(f"  pair {k} F read-ahead: " + ", ".join(f"{key} {ra[key]}" for key in sorted(ra)
+                                                      if isinstance(ra[key], (int, float))))
+    dw = [d["wall_s"] for _, d, _ in pairs]
+    fw = [f["wall_s"] for _, _, f in pairs]
+    wall = paired_log_ratio(dw, fw)
+    over = paired_log_ratio([w * b for w, b in zip(dw, bounds)], fw)
+    bound = math.exp(sum(map(math.log, bounds)) / len(bounds))
+    print(f"F/D complete wall {interval(wall)} (against 1)")
+    print(f"overlap bound from D's own wait and compute {bound:.4f} (geometric mean over pairs)")
+    print(f"F/D over the bound {interval(over)}  (target <= {TARGET:.2f}: "
+          f"{'met' if over.ratio <= TARGET else 'not met'} at the mean)")
+    if all(d["wait_ns"] > 0 and f["wait_ns"] > 0 for _, d, f in pairs):
+        wait = paired_log_ratio([d["wait_ns"] for _, d, _ in pairs], [f["wait_ns"] for _, _, f in pairs])
+        print(f"F/D exposed source wait {interval(wait)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
