@@ -68,7 +68,8 @@ def test_every_run_recorded_and_within_its_limit(campaign):
 
 
 MODEL_TABLE = ["arm_row", "r", "reps", "valid", "exact", "gb_per_run", "bytes_per_token_over_t", "misses",
-               "opt_misses", "tokens_per_s", "fault_p99_us", "peak_mib", "limit_mib", "misses_over_opt"]
+               "opt_misses", "tokens_per_s", "fault_p99_us", "peak_mib", "limit_mib", "misses_over_opt",
+               "roofline_tokens_per_s", "fraction_of_roofline"]
 
 
 def test_model_and_matched_tables_hold_their_invariants(campaign):
@@ -81,6 +82,10 @@ def test_model_and_matched_tables_hold_their_invariants(campaign):
         ("baseline (unconstrained)", 0)]
     assert (pm["valid"] == pm["reps"]).all() and (pm["exact"] == pm["reps"]).all(), pm.to_string()  # exactness
     assert (pm["reps"] == 2).all() and (pm["gb_per_run"] > 0).all()
+    # each arm's fraction is its own tokens/s over the bound at its r
+    roof = pm[pm["roofline_tokens_per_s"].notna()]
+    assert len(roof) == 8, pm.to_string()
+    assert (roof["fraction_of_roofline"] - roof["tokens_per_s"] / roof["roofline_tokens_per_s"]).abs().max() < 1e-9
     limited = pm[pm["limit_mib"].notna()]
     if (pd.read_parquet(work / "results" / "pager_model.parquet").query("campaign == 'main'")["host_grade"] == "hard").all():
         assert (limited["peak_mib"] <= limited["limit_mib"]).all(), limited.to_string()
