@@ -26,7 +26,8 @@ CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
 PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
 RUN_RULES = {"calibrate_overhead_run", "pager_main_cell", "pager_stress_cell", "pager_model_calibrate_run",
              "pager_model_cell", "pager_model_baseline", "matched_source_cell", "reclaim_cell", "certificate_cell",
-             "fault_cell", "tasks_calibrate_run", "task_cell", "cache_transfer_cell", "speculative_cell"}
+             "fault_cell", "tasks_calibrate_run", "task_cell", "cache_transfer_cell", "speculative_cell",
+             "pager_model_roofline_run"}
 
 
 def _cluster(cmd: str, env: dict) -> subprocess.CompletedProcess:
