@@ -27,7 +27,6 @@ def pair_records(pairs: pd.DataFrame) -> list[dict[str, dict]]:
     return [dict(zip(PAIRED, cells)) for cells in zip(*records.values())]
 
 
-
 def overlap_bound(wall_s, exposed_source_wait_ns, threads):
     """The F/D a perfect overlap reaches from one D cell: D's exposed source wait io hidden
     under its compute c = wall - io, so F at best takes max(c, io) of D's c + io. The wait is

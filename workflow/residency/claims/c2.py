@@ -19,9 +19,9 @@ windows free at every close).
 
 from __future__ import annotations
 
-from ..arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
 import math
 
+from ..arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
 from ..pairs import matched_pairs, overlap_bound, pair_records
 from ..stats import paired_log_ratio
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
@@ -121,13 +121,12 @@ def compute(frames, settings) -> ClaimResult:
     if p is not None and p["admissible"] is None:
         insufficient.append("P ran without a hard host limit: its admission outcome cannot be judged")
     tol = float(settings["c2_bytes_ratio_tolerance"])
-    values_threads = values["compute_threads"]
     ob = over_bound or {}
     headline = (f"F/D complete wall {fmt(wall['ratio'] if wall else None, '.4f')} over {len(pairs)} pairs, 95% "
                 f"paired-log t [{fmt(wall['low'] if wall else None, '.4f')}, {fmt(wall['high'] if wall else None, '.4f')}]"
                 f" against 1; against D's overlap bound {fmt(bound_mean, '.4f')}: "
                 f"{fmt(ob.get('ratio'), '.4f')} [{fmt(ob.get('low'), '.4f')}, {fmt(ob.get('high'), '.4f')}]; "
-                f"compute threads {'/'.join(map(str, values_threads)) or 'n/a'}; P admissible: {values['p']['admissible'] if p else 'n/a'} "
+                f"compute threads {'/'.join(map(str, values['compute_threads'])) or 'n/a'}; P admissible: {values['p']['admissible'] if p else 'n/a'} "
                 f"({values['p']['limit_events_total'] if p else 'n/a'} limit events); bytes/output F/D "
                 f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}; F peak depth "
                 f"{values['f_peak_depth_max']} of {max((c['source_windows'] or 0 for c in f_cells), default='n/a')} windows.")
