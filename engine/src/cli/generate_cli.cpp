@@ -10,7 +10,7 @@ struct GenerateCli {
   CLI::App* cmd = nullptr;
   GenerateConfig cfg;
   PagerArmFlags pager;
-  std::string huge;
+  std::string huge, consumption;
   CLI::Option *model = nullptr, *prompt = nullptr;
 };
 
@@ -34,6 +34,10 @@ std::shared_ptr<GenerateCli> add_generate_subcommand(CLI::App& app) {
   g->add_option("--huge-chunks", cli->huge,
                 "off | move | collapse: how filled chunks are backed (default: move with 2 MiB-multiple chunks, else off)")
       ->check(CLI::IsMember({"off", "move", "collapse"}));
+  g->add_option("--consumption", cli->consumption,
+                "object | tensor: let a step's chunks go when the next object begins (default), or also inside the step "
+                "once the node that last reads each tensor over them is computed")
+      ->check(CLI::IsMember({"object", "tensor"}));
   g->add_option("--graph-plan", c.graph_plan, "object boundaries learned by an earlier run (no discovery pass)");
   g->add_option("--graph-plan-out", c.graph_plan_out, "write the object boundaries this run used or learned");
   g->add_option("--route-node", c.route_node,
@@ -62,6 +66,7 @@ int run_generate_cli(const GenerateCli& cli) {
   GenerateConfig c = cli.cfg;
   cli.pager.apply(c.pager);
   if (!cli.huge.empty()) c.huge = *parse_huge_chunks(cli.huge);
+  if (cli.consumption == "tensor") c.consumption = Consumption::Tensor;
   return run_generate(c);
 }
 

@@ -2,6 +2,12 @@
 
 #include "core/errors.hpp"
 
+namespace resid {
+
+const char* to_string(Consumption c) { return c == Consumption::Tensor ? "tensor" : "object"; }
+
+}  // namespace resid
+
 #if !RESID_WITH_LLAMA
 
 namespace resid {
@@ -136,9 +142,10 @@ std::string GenerateRun::verdict() {
   const bool generated = !a_.calibrate;
   PagerVerdict v;
   v.workload = run_error_;
-  if (generated && (os.foreign_reads > 0 || os.outside_reads > 0))
+  if (generated && (os.foreign_reads > 0 || os.outside_reads > 0 || os.reads_after_release > 0))
     v.audit = "consumption signal: " + std::to_string(os.foreign_reads) + " weight read(s) outside the current object, " +
-              std::to_string(os.outside_reads) + " outside the model mapping; first: " + os.first_violation;
+              std::to_string(os.outside_reads) + " outside the model mapping, " + std::to_string(os.reads_after_release) +
+              " after their tensor's release; first: " + os.first_violation;
   else if (generated && (sequence_errors_ > 0 || audit_.out_of_order() > 0))
     v.audit = "signal audit: " + std::to_string(sequence_errors_) + " object step(s) out of the declared order, " +
               std::to_string(audit_.out_of_order()) + " consumption signal(s) out of step order";

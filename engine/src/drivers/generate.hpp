@@ -12,6 +12,12 @@
 
 namespace resid {
 
+// The consumption signal's granularity (--consumption): `object` lets a step's chunks go
+// when the next object's step begins; `tensor` also lets each chunk go inside its step once
+// the node that last reads every tensor over it has been computed (adapter.hpp).
+enum class Consumption { Object, Tensor };
+const char* to_string(Consumption c);
+
 struct GenerateConfig {
   GenerateConfig() {
     pager.threads = 2;  // llama.cpp compute threads
@@ -52,6 +58,7 @@ struct GenerateConfig {
   // target traversal. Empty: plain greedy decoding, one traversal per token.
   std::string draft;
   uint32_t draft_max = 6;
+  Consumption consumption = Consumption::Object;
 };
 
 // Was this residctl built with llama.cpp (RESID_WITH_LLAMA)?

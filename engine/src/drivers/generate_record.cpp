@@ -98,6 +98,11 @@ nlohmann::json GenerateRun::signal_audit_json() const {
           {"route_events", os.route_events},
           {"route_violations", os.route_violations},
           {"first_route_violation", or_null(os.first_route_violation)},
+          {"consumption", to_string(cfg_.consumption)},
+          {"releases", os.releases},
+          {"tensors_released", os.tensors_released},
+          {"chunks_let_go_early", early_leaves_},
+          {"reads_after_release", os.reads_after_release},
           {"discovery_passes", os.discovery_passes},
           {"objects_out_of_order", os.out_of_order},
           {"first_violation", or_null(os.first_violation)}};

@@ -52,6 +52,8 @@ class GenerateRun final : public StepListener {
   void pass_started(std::optional<std::vector<ChunkId>> embd_rows) override;
   void object_entered(uint32_t obj) override;
   void routes(int layer, std::vector<std::vector<int32_t>> experts) override;
+  void tensors_consumed(uint32_t object, const std::vector<uint32_t>& tensors) override;
+  void tensor_reread(uint32_t object, uint32_t tensor) override;
 
  private:
   // --fault held-consumer (generate_cells.cpp): the extra consumer the driver keeps on one
@@ -114,6 +116,10 @@ class GenerateRun final : public StepListener {
   bool oversize(uint32_t obj) const { return pager_ && access_chunks(obj).size() > fit_chunks_; }
   void enter(uint32_t obj);
   void leave(uint32_t obj);
+  // Tensor signals: per object step, how many of its tensors cover each of its chunks
+  // (aligned with steps_), and the chunks the current step already let go.
+  void build_tensor_cover();
+  void start_early(int obj);
   void signal(uint64_t consumed, uint64_t next, bool next_oversize);
   void record_accesses(uint32_t obj, uint64_t step);
   void probe_kernel(uint32_t obj);
@@ -193,6 +199,11 @@ class GenerateRun final : public StepListener {
   uint64_t cur_step_ = 0;
   bool cur_entered_ = false;          // the current step's chunks were entered (not oversize)
   std::vector<ChunkId> embd_access_;  // this pass's embd rows' chunks
+  std::vector<std::vector<uint16_t>> cover_;  // [object][i]: tensors of the object over steps_[object][i]
+  int early_obj_ = -1;                        // the object remaining_/left_ are of
+  std::vector<uint16_t> remaining_;           // its tensors over each chunk not yet consumed
+  std::vector<uint8_t> left_;                 // its chunks let go early (leave_consumed)
+  uint64_t early_leaves_ = 0;                 // chunks let go early, over the run
   uint64_t embd_rows_unread_ = 0;
   std::vector<std::vector<int32_t>> pass_experts_;  // per layer: the experts routed in this pass
   std::vector<uint8_t> pass_routed_;                // per layer: its routes were read this pass

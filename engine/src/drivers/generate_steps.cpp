@@ -25,6 +25,68 @@ GenerateRun::GenerateRun(const GenerateConfig& cfg, Manifest m, GgufSummary g)
       trace_(reserve_records()),
       observer_(m_, *this) {
   observer_.set_route_node(cfg.route_node);
+  observer_.set_tensor_signals(cfg.consumption == Consumption::Tensor);
+  if (cfg.consumption == Consumption::Tensor) build_tensor_cover();
+}
+
+// The chunks of tensor t (its file extent), ascending.
+static std::pair<ChunkId, ChunkId> tensor_chunk_range(const TensorInfo& t, uint64_t chunk_size) {
+  return {static_cast<ChunkId>(t.offset / chunk_size), static_cast<ChunkId>((t.offset + t.bytes - 1) / chunk_size)};
+}
+
+void GenerateRun::build_tensor_cover() {
+  cover_.assign(S_, {});
+  for (uint32_t o = 1; o < S_; ++o) {
+    const auto& cs = steps_[o];
+    cover_[o].assign(cs.size(), 0);
+    for (uint32_t t : m_.objects[o].tensors) {
+      if (m_.tensors[t].bytes == 0) continue;
+      const auto [b, e] = tensor_chunk_range(m_.tensors[t], m_.chunk_size);
+      for (auto it = std::lower_bound(cs.begin(), cs.end(), b); it != cs.end() && *it <= e; ++it)
+        ++cover_[o][static_cast<size_t>(it - cs.begin())];
+    }
+  }
+}
+
+// A released tensor read again (a wrong release plan; the run fails at its end): its chunks
+// let go early are held again until the step ends.
+void GenerateRun::tensor_reread(uint32_t object, uint32_t tensor) {
+  if (!pager_ || static_cast<int>(object) != early_obj_ || m_.tensors[tensor].bytes == 0) return;
+  const auto& cs = steps_[object];
+  const auto [b, e] = tensor_chunk_range(m_.tensors[tensor], m_.chunk_size);
+  for (auto it = std::lower_bound(cs.begin(), cs.end(), b); it != cs.end() && *it <= e; ++it) {
+    const auto i = static_cast<size_t>(it - cs.begin());
+    if (!left_[i]) continue;
+    left_[i] = 0;
+    pager_->enter(*it);
+  }
+}
+
+// The step of `obj` begins holding all of its chunks (none let go early yet).
+void GenerateRun::start_early(int obj) {
+  early_obj_ = -1;
+  if (cover_.empty() || obj <= 0 || !cur_entered_) return;
+  early_obj_ = obj;
+  remaining_ = cover_[static_cast<size_t>(obj)];
+  left_.assign(remaining_.size(), 0);
+}
+
+// Tensor signals: a chunk every tensor of the current step over it has consumed is let go
+// now, as consumed (the policy then sees its next use after this step).
+void GenerateRun::tensors_consumed(uint32_t object, const std::vector<uint32_t>& tensors) {
+  if (!pager_ || static_cast<int>(object) != early_obj_ || object != static_cast<uint32_t>(cur_)) return;
+  const auto& cs = steps_[object];
+  for (uint32_t t : tensors) {
+    if (m_.tensors[t].bytes == 0) continue;
+    const auto [b, e] = tensor_chunk_range(m_.tensors[t], m_.chunk_size);
+    for (auto it = std::lower_bound(cs.begin(), cs.end(), b); it != cs.end() && *it <= e; ++it) {
+      const auto i = static_cast<size_t>(it - cs.begin());
+      if (remaining_[i] == 0 || --remaining_[i] > 0) continue;
+      left_[i] = 1;
+      ++early_leaves_;
+      pager_->leave_consumed(*it);
+    }
+  }
 }
 
 size_t GenerateRun::reserve_records() const {
@@ -49,6 +111,7 @@ void GenerateRun::pass_started(std::optional<std::vector<ChunkId>> embd_rows) {
   cur_entered_ = !oversize(0);
   if (pager_) pager_->set_step_oversize(!cur_entered_);
   if (cur_entered_) enter(0);
+  start_early(0);
   touch_progress();
 }
 
@@ -72,6 +135,7 @@ void GenerateRun::object_entered(uint32_t obj) {
   ask_held_reuse(consumed);
   cur_ = static_cast<int>(obj);
   cur_step_ = next;
+  start_early(cur_);
 }
 
 void GenerateRun::routes(int layer, std::vector<std::vector<int32_t>> experts) {
@@ -100,6 +164,7 @@ void GenerateRun::finish_pass() {
   cur_entered_ = false;
   pass_open_ = false;
   cur_ = -1;
+  early_obj_ = -1;
   observer_.end_pass();
   passes_done_.store(++pass_);
   if (pass_ == kAuditPasses && !audit_error_) audit_error_ = startup_audit_error(audit_, m_, kAuditPasses);
@@ -122,8 +187,11 @@ void GenerateRun::enter(uint32_t obj) {
 }
 
 void GenerateRun::leave(uint32_t obj) {
-  if (pager_)
-    for (ChunkId c : access_chunks(obj)) pager_->leave(c);
+  if (!pager_) return;
+  const auto& cs = access_chunks(obj);
+  const bool early = static_cast<int>(obj) == early_obj_;
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (!early || !left_[i]) pager_->leave(cs[i]);
 }
 
 void GenerateRun::signal(uint64_t consumed, uint64_t next, bool next_oversize) {

@@ -248,6 +248,7 @@ nlohmann::json pager_counters_json(const AccessCounts& a, const Pager* p) {
           {"exposed_source_wait_ns", ps.exposed_wait_ns},
           {"waited_faults", ps.waited_faults},
           {"plan_recycle_refusals", ps.plan_recycle_refusals},
+          {"consumed_early", ps.consumed_early},
           // Content identity: fills hashed against their chunk's digest, and the time it took.
           {"content_checks", ps.content_checks},
           {"content_check_ns", ps.content_check_ns},

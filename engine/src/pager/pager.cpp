@@ -258,13 +258,21 @@ void Pager::enter(ChunkId c) {
   }
 }
 
-void Pager::leave(ChunkId c) {
+void Pager::leave(ChunkId c) { leave_impl(c, false); }
+
+void Pager::leave_consumed(ChunkId c) { leave_impl(c, true); }
+
+void Pager::leave_impl(ChunkId c, bool consumed) {
   if (c >= chunks_) throw std::out_of_range("leave: chunk out of range");
   {
     std::lock_guard lk(mu_);
     if (consumers_[c] <= 0) throw std::logic_error("leave without enter on chunk " + std::to_string(c));
     --consumers_[c];
     plan_->unhold(static_cast<int32_t>(c));
+    if (consumed) {
+      policy_->on_consumed(c);
+      ++st_.consumed_early;
+    }
   }
   if (want_leave_notify_.load(std::memory_order_relaxed)) notify();
 }

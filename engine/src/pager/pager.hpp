@@ -172,6 +172,7 @@ struct PagerStats {
   uint64_t exposed_wait_ns = 0;
   uint64_t waited_faults = 0;
   uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
+  uint64_t consumed_early = 0;         // leave_consumed: chunks let go before their step ended
   // Content identity (PagerConfig::chunk_digests).
   uint64_t content_checks = 0, content_check_ns = 0, content_mismatches = 0;
   PagerResetStats reset;
@@ -247,6 +248,9 @@ class Pager final : private FillOwner {
   // Consumers: a chunk with a live consumer is never evicted.
   void enter(ChunkId c);
   void leave(ChunkId c);
+  // leave(c), and the step being computed is done with c before it ends (tensor signals:
+  // the policy then knows its next use is after this step).
+  void leave_consumed(ChunkId c);
   // Consumption signal: the chunk of global step `cursor` was consumed.
   void signal(uint64_t cursor);
   // The step events are attributed to in the trace.
@@ -334,6 +338,7 @@ class Pager final : private FillOwner {
   void init_plan();
   std::optional<uint64_t> region_smaps_bytes(const char* field) const;
   void loop();
+  void leave_impl(ChunkId c, bool consumed);
   void read_messages();
   void handle_unmap(uintptr_t start, uintptr_t end);
   bool serve_pending();

@@ -25,6 +25,7 @@ DeclaredPolicy::DeclaredPolicy(uint32_t chunks, DeclaredSequence seq, bool prefe
       prefetch_(prefetch),
       fill_step_(chunks, std::numeric_limits<uint64_t>::max()),
       fill_seq_(chunks, 0),
+      consumed_step_(chunks, 0),
       seen_(chunks, 0) {
   step_start_.reserve(steps_.size());
   for (auto& s : steps_) {
@@ -45,10 +46,19 @@ void DeclaredPolicy::on_signal(uint64_t cursor) {
 
 uint64_t DeclaredPolicy::next_use(ChunkId c) const {
   if (c >= n_ || occ_[c].empty() || steps_.empty()) return std::numeric_limits<uint64_t>::max();
-  const uint64_t p0 = step_start_[next_step() % steps_.size()];
+  const size_t S = steps_.size();
+  const uint64_t cur = next_step();
+  const uint64_t p0 = step_start_[cur % S];
   const auto& o = occ_[c];
-  auto it = std::lower_bound(o.begin(), o.end(), p0);
+  // Consumed early in the current step: search from the step after it (header).
+  const bool early = consumed_step_[c] == cur + 1;
+  const uint64_t from = early ? (cur % S + 1 < S ? step_start_[cur % S + 1] : flat_) : p0;
+  auto it = std::lower_bound(o.begin(), o.end(), from);
   return it != o.end() ? *it - p0 : o.front() + flat_ - p0;
+}
+
+void DeclaredPolicy::on_consumed(ChunkId c) {
+  if (c < n_) consumed_step_[c] = next_step() + 1;
 }
 
 void DeclaredPolicy::on_fill(ChunkId c) {

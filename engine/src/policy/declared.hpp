@@ -24,6 +24,11 @@
 // MIN would choose), whereas the most recent fills are where the threads are now (the pager
 // also pins the chunk each thread last faulted on). Chunks of the step that were resident
 // before it started are not known to be passed and keep their declared distance.
+//
+// Tensor signals (on_consumed): a chunk the step being computed is done with, before the
+// step ends, is no longer "in the current step": its next use is its next occurrence after
+// that step (the next pass, unless a later step shares it), so the farthest-next-use rule
+// picks it as MIN would, not the chunks of steps still to come.
 #pragma once
 
 #include <vector>
@@ -60,6 +65,7 @@ class DeclaredPolicy final : public Policy {
   std::optional<uint64_t> cursor() const override { return cursor_; }
   void on_step_mode(bool oversize) override { oversize_ = oversize; }
   void on_fill(ChunkId c) override;
+  void on_consumed(ChunkId c) override;
 
   size_t steps_per_pass() const { return steps_.size(); }
   uint64_t accesses_per_pass() const { return flat_; }
@@ -79,6 +85,7 @@ class DeclaredPolicy final : public Policy {
   uint64_t fill_clock_ = 0;
   std::vector<uint64_t> fill_step_;               // per chunk: the step of its last fill
   std::vector<uint64_t> fill_seq_;                // per chunk: when (fill_clock_) it was filled
+  std::vector<uint64_t> consumed_step_;           // per chunk: the step (+1) that consumed it early, 0: none
   mutable std::vector<uint64_t> seen_;            // prefetch_candidates' scratch: stamp per chunk
   mutable uint64_t seen_stamp_ = 0;
 };

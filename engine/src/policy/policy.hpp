@@ -53,6 +53,9 @@ class Policy {
   // boundary, before any fill of the step) and about every fill (demand or prefetch).
   virtual void on_step_mode(bool oversize) { (void)oversize; }
   virtual void on_fill(ChunkId c) { (void)c; }
+  // Tensor signals (generate --consumption tensor): the step being computed is done with
+  // chunk c (every tensor of the step covering it was consumed), before the step ends.
+  virtual void on_consumed(ChunkId c) { (void)c; }
 };
 
 // make_policy (policy/declared.hpp) builds every engine.

@@ -131,6 +131,33 @@ TEST(PolicyDeclared, NextUseDistances) {
   EXPECT_EQ(p->choose_victim(res, [](ChunkId c) { return c != 2; }), 0u);
 }
 
+// Tensor signals: a chunk the step being computed is done with is no longer "in the current
+// step"; its next use is after that step, unless a later step shares it.
+TEST(PolicyDeclared, ConsumedEarlyChunksAreUsedAfterTheirStep) {
+  DeclaredSequence seq;
+  seq.steps = {{0, 1, 2}, {2, 3}, {4, 5}};  // chunk 2 shared by steps 0 and 1; 7 accesses a pass
+  DeclaredPolicy p(6, seq, false);
+  p.on_signal(2);  // the pass's last step consumed: step 0 is being computed
+  EXPECT_EQ(p.next_use(0), 0u);
+  EXPECT_EQ(p.next_use(1), 1u);
+  EXPECT_EQ(p.next_use(2), 2u);
+  p.on_consumed(0);
+  p.on_consumed(2);
+  EXPECT_EQ(p.next_use(0), 7u);  // the next pass's step 0
+  EXPECT_EQ(p.next_use(2), 3u);  // step 1 (flattened position 3) reads it next
+  EXPECT_EQ(p.next_use(1), 1u);  // still to be read in this step
+  std::vector<ChunkId> res = {0, 1, 2, 3, 4};
+  EXPECT_EQ(p.choose_victim(res, [](ChunkId) { return true; }), 0u);
+  p.on_signal(3);  // step 0 ends: the marks are of a past step
+  EXPECT_EQ(p.next_use(2), 0u);
+  EXPECT_EQ(p.next_use(0), 4u);
+  // The last step of a pass: consumed chunks wrap to the next pass.
+  p.on_signal(4);
+  p.on_consumed(4);
+  EXPECT_EQ(p.next_use(4), 7u);
+  EXPECT_EQ(p.next_use(5), 1u);
+}
+
 TEST(PolicyPrefetch, CandidatesFollowTheCursor) {
   auto p = make_policy(PolicyKind::Prefetch, 6);
   EXPECT_EQ(p->prefetch_candidates(kNoCursor, 2), (std::vector<ChunkId>{0, 1}));

@@ -126,12 +126,16 @@ bool EvalObserver::ask(ggml_tensor* t) {
   ++st_.nodes;
   if (!in_pass_ || (cur_ > 0 && reads_token_embedding_rows(t))) start_pass(t);  // a new graph
   const uint32_t occurrence = ++occurrences_[t->name];
+  node_occurrence_ = occurrence;
+  ++pass_node_;
   graph_.node(t);
   bool want = discovering_ || route_layer(t).has_value();
-  if (discovering_)
+  if (discovering_) {
     discover(t);
-  else if (is_boundary(t, occurrence))
-    want = true;
+  } else {
+    if (is_release(t, occurrence)) want = true;  // checked first: a node may be both
+    if (is_boundary(t, occurrence)) want = true;
+  }
   audit_sources(t);
   prev_name_ = t->name;
   prev_occurrence_ = occurrence;
@@ -151,6 +155,11 @@ void EvalObserver::start_pass(ggml_tensor* first) {
   next_boundary_ = 0;
   pending_ = nullptr;
   pending_obj_ = -1;
+  next_release_ = 0;
+  pending_release_ = nullptr;
+  pass_node_ = 0;
+  released_.assign(m_.tensors.size(), 0);
+  last_read_.assign(m_.tensors.size(), {});
   shape_ = first->op == GGML_OP_GET_ROWS && first->src[1] ? ggml_nelements(first->src[1]) : -1;
   discovering_ = !plans_.count(shape_);
   clean_ = true;
@@ -207,7 +216,7 @@ void EvalObserver::discover(const ggml_tensor* t) {
 }
 
 bool EvalObserver::is_boundary(const ggml_tensor* t, uint32_t occurrence) {
-  const auto& plan = plans_.at(shape_);
+  const auto& plan = plans_.at(shape_).boundaries;
   if (next_boundary_ >= plan.size()) return false;
   const Boundary& b = plan[next_boundary_];
   if (occurrence != b.occurrence || b.name != t->name) return false;
@@ -217,10 +226,112 @@ bool EvalObserver::is_boundary(const ggml_tensor* t, uint32_t occurrence) {
   return true;
 }
 
+bool EvalObserver::is_release(const ggml_tensor* t, uint32_t occurrence) {
+  if (!tensor_signals_) return false;
+  const auto& rs = plans_.at(shape_).releases;
+  if (next_release_ >= rs.size()) return false;
+  const Release& r = rs[next_release_];
+  if (occurrence != r.occurrence || r.name != t->name) return false;
+  pending_release_ = t;
+  pending_release_idx_ = next_release_++;
+  return true;
+}
+
+// Discovery: the latest read of each tensor while its own object is current.
+void EvalObserver::learn_read(const ggml_tensor* t, uint32_t tensor) {
+  if (!tensor_signals_ || !discovering_ || cur_ <= 0) return;  // embd: one node, its boundary is its release
+  last_read_[tensor] = {t->name, node_occurrence_, pass_node_, cur_};
+}
+
+// The release nodes of a clean discovery pass, in node order, tensors grouped per node.
+std::vector<EvalObserver::Release> EvalObserver::learned_releases() const {
+  std::map<uint64_t, Release> by_node;
+  for (uint32_t i = 0; i < last_read_.size(); ++i) {
+    const LastRead& lr = last_read_[i];
+    if (lr.object <= 0) continue;
+    Release& r = by_node[lr.node];
+    r.name = lr.name;
+    r.occurrence = lr.occurrence;
+    r.object = static_cast<uint32_t>(lr.object);
+    r.tensors.push_back(i);
+  }
+  return prune_releases(by_node);
+}
+
+// The tensors of the objects after embd in the order of their last read (the compute order,
+// for tensors read once): the release plan before pruning, written to the plan file so an
+// analysis can rebuild the pass's tensor-granular reference string.
+std::vector<uint32_t> EvalObserver::learned_read_order() const {
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_node;
+  for (uint32_t i = 0; i < last_read_.size(); ++i)
+    if (last_read_[i].object > 0) by_node[{last_read_[i].node, i}] = i;
+  std::vector<uint32_t> out;
+  for (const auto& [key, t] : by_node) out.push_back(t);
+  return out;
+}
+
+// Only release nodes that let a chunk go are wanted (each wanted node splits the graph's
+// computation): a node after which no chunk of its object has every tensor over it consumed
+// hands its tensors on to the object's next release node; those of the object's last such
+// node are let go at the boundary anyway.
+std::vector<EvalObserver::Release> EvalObserver::prune_releases(std::map<uint64_t, Release>& by_node) const {
+  std::map<uint32_t, std::map<uint64_t, int>> cover;  // object -> chunk -> tensors not yet released
+  const auto chunks_of = [&](uint32_t t) {
+    const TensorInfo& ti = m_.tensors[t];
+    return std::pair<uint64_t, uint64_t>{ti.offset / m_.chunk_size, (ti.offset + ti.bytes - 1) / m_.chunk_size};
+  };
+  for (const auto& [node, r] : by_node) {
+    if (cover.count(r.object)) continue;
+    auto& cv = cover[r.object];
+    for (uint32_t t : m_.objects[r.object].tensors)
+      if (m_.tensors[t].bytes > 0)
+        for (uint64_t c = chunks_of(t).first; c <= chunks_of(t).second; ++c) ++cv[c];
+  }
+  std::vector<Release> out;
+  std::map<uint32_t, std::vector<uint32_t>> carried;  // object -> tensors handed on
+  for (auto& [node, r] : by_node) {
+    auto& cv = cover[r.object];
+    std::vector<uint32_t> ts = std::move(carried[r.object]);
+    ts.insert(ts.end(), r.tensors.begin(), r.tensors.end());
+    carried[r.object].clear();
+    bool frees = false;
+    for (uint32_t t : r.tensors) {
+      if (m_.tensors[t].bytes == 0) continue;
+      for (uint64_t c = chunks_of(t).first; c <= chunks_of(t).second; ++c) frees |= --cv[c] == 0;
+    }
+    if (!frees) {
+      carried[r.object] = std::move(ts);
+      continue;
+    }
+    r.tensors = std::move(ts);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void EvalObserver::release(const Release& r) {
+  if (cur_ != static_cast<int>(r.object)) return;  // its object is not current: the plan does not fit this pass
+  for (uint32_t t : r.tensors) released_[t] = 1;
+  ++st_.releases;
+  st_.tensors_released += r.tensors.size();
+  l_.tensors_consumed(r.object, r.tensors);
+}
+
+// A read of a tensor this pass already released: the learned release node was not its last reader.
+void EvalObserver::check_released(const ggml_tensor* t, uint32_t tensor) {
+  if (!released_[tensor]) return;
+  released_[tensor] = 0;  // held again (below) until the step ends
+  l_.tensor_reread(static_cast<uint32_t>(cur_), tensor);
+  ++st_.reads_after_release;
+  if (st_.first_violation.empty())
+    st_.first_violation = std::string("node ") + t->name + " (" + ggml_op_desc(t) + ") reads " + m_.tensors[tensor].name +
+                          " after its release node in this pass (the learned release plan does not fit this graph)";
+}
+
 void EvalObserver::end_pass() {
   // A clean discovery pass (every object in order, no foreign read) teaches its shape.
   if (in_pass_ && discovering_ && clean_ && st_.foreign_reads == 0 && cur_ + 1 == static_cast<int>(m_.objects.size()))
-    plans_[shape_] = learning_;
+    plans_[shape_] = tensor_signals_ ? ShapePlan{learning_, learned_releases(), learned_read_order()} : ShapePlan{learning_, {}, {}};
   in_pass_ = false;
   discovering_ = false;
   cur_ = -1;
@@ -231,28 +342,64 @@ nlohmann::json EvalObserver::plans_json() const {
   nlohmann::json shapes = nlohmann::json::array();
   for (const auto& [tokens, plan] : plans_) {
     nlohmann::json bs = nlohmann::json::array();
-    for (const Boundary& b : plan) bs.push_back({{"node", b.name}, {"occurrence", b.occurrence}, {"object", m_.objects[b.object].name}});
-    shapes.push_back({{"tokens", tokens}, {"boundaries", bs}});
+    for (const Boundary& b : plan.boundaries)
+      bs.push_back({{"node", b.name}, {"occurrence", b.occurrence}, {"object", m_.objects[b.object].name}});
+    nlohmann::json shape = {{"tokens", tokens}, {"boundaries", bs}};
+    if (tensor_signals_) {
+      nlohmann::json rs = nlohmann::json::array();
+      for (const Release& r : plan.releases) {
+        nlohmann::json names = nlohmann::json::array();
+        for (uint32_t t : r.tensors) names.push_back(m_.tensors[t].name);
+        rs.push_back({{"node", r.name}, {"occurrence", r.occurrence}, {"object", m_.objects[r.object].name}, {"tensors", names}});
+      }
+      shape["releases"] = rs;
+      nlohmann::json order = nlohmann::json::array();
+      for (uint32_t t : plan.read_order) order.push_back(m_.tensors[t].name);
+      shape["read_order"] = order;
+    }
+    shapes.push_back(shape);
   }
   return {{"schema_version", 1}, {"objects", m_.objects.size()}, {"shapes", shapes}};
 }
 
 void EvalObserver::load_plans(const nlohmann::json& j) {
-  std::map<std::string, uint32_t> index;
+  std::map<std::string, uint32_t> index, tensor;
   for (uint32_t o = 0; o < m_.objects.size(); ++o) index[m_.objects[o].name] = o;
+  for (uint32_t t = 0; t < m_.tensors.size(); ++t) tensor[m_.tensors[t].name] = t;
+  const auto object_of = [&](const nlohmann::json& b) {
+    const auto it = index.find(b.at("object").get<std::string>());
+    if (it == index.end())
+      throw InputError("--graph-plan names object '" + b.at("object").get<std::string>() + "', which this model does not have");
+    return it->second;
+  };
   for (const auto& s : j.at("shapes")) {
-    std::vector<Boundary> plan;
-    for (const auto& b : s.at("boundaries")) {
-      const auto it = index.find(b.at("object").get<std::string>());
-      if (it == index.end())
-        throw InputError("--graph-plan names object '" + b.at("object").get<std::string>() + "', which this model does not have");
-      plan.push_back({b.at("node").get<std::string>(), b.at("occurrence").get<uint32_t>(), it->second});
+    ShapePlan plan;
+    for (const auto& b : s.at("boundaries"))
+      plan.boundaries.push_back({b.at("node").get<std::string>(), b.at("occurrence").get<uint32_t>(), object_of(b)});
+    if (tensor_signals_ && !s.contains("releases"))
+      throw InputError("--graph-plan has no release nodes (it was written without --consumption tensor)");
+    for (const auto& r : s.value("releases", nlohmann::json::array())) {
+      Release rel{r.at("node").get<std::string>(), r.at("occurrence").get<uint32_t>(), object_of(r), {}};
+      for (const auto& n : r.at("tensors")) {
+        const auto it = tensor.find(n.get<std::string>());
+        if (it == tensor.end() || !m_.object_has_tensor(rel.object, it->second))
+          throw InputError("--graph-plan releases tensor '" + n.get<std::string>() + "', which object " +
+                           m_.objects[rel.object].name + " of this model does not have");
+        rel.tensors.push_back(it->second);
+      }
+      plan.releases.push_back(std::move(rel));
     }
+    for (const auto& n : s.value("read_order", nlohmann::json::array()))
+      if (const auto it = tensor.find(n.get<std::string>()); it != tensor.end()) plan.read_order.push_back(it->second);
     plans_[s.at("tokens").get<int64_t>()] = std::move(plan);
   }
 }
 
 void EvalObserver::done(ggml_tensor* t) {
+  if (t == pending_release_) {
+    pending_release_ = nullptr;
+    release(plans_.at(shape_).releases[pending_release_idx_]);
+  }
   if (t == pending_ && pending_obj_ >= 0) {
     cur_ = pending_obj_;
     pending_ = nullptr;
@@ -353,6 +500,10 @@ void EvalObserver::audit_sources(const ggml_tensor* t) {
         }
       }
       const bool ok = ti && cur_ >= 0 && m_.object_has_tensor(static_cast<uint32_t>(cur_), *ti);
+      if (ok) {
+        learn_read(t, *ti);
+        check_released(t, *ti);
+      }
       if (!ok) {
         ++st_.foreign_reads;
         if (st_.first_violation.empty())

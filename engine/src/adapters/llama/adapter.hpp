@@ -30,6 +30,15 @@
 // tensor, is a route violation: the routes would not be the selection the experts ran with,
 // and the run stops, naming the node. Every node also goes to the graph identity (the
 // consumer record) and every weight read to the demand record (demand.json).
+//
+// Tensor signals (set_tensor_signals, `residctl generate --consumption tensor`): a discovery
+// pass also learns, for every weight tensor of the objects after embd, the last node of the
+// pass that reads it while its object is current (its release node). Later passes of the
+// shape want the release nodes too, and at a release node's ask=false call (the node and
+// every node before it computed, none after) the listener hears tensors_consumed: nothing
+// later in the pass reads those tensors. A later read of a released tensor in the same pass
+// is a violation (the learned plan was wrong): the listener hears tensor_reread first (the
+// chunks are held again), and the run fails at its end like a foreign read.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +91,19 @@ class StepListener {
   virtual void object_entered(uint32_t object) = 0;
   // ffn_moe_topk-<layer>: per token, the selected experts.
   virtual void routes(int layer, std::vector<std::vector<int32_t>> experts) = 0;
+  // Tensor signals: nothing later in this pass reads `tensors` (indexes into
+  // Manifest::tensors, all of object `object`, the current one).
+  virtual void tensors_consumed(uint32_t object, const std::vector<uint32_t>& tensors) {
+    (void)object;
+    (void)tensors;
+  }
+  // Tensor signals: a node is about to read `tensor` (of the current object `object`) after
+  // its release (a violation; the run fails at its end). Its chunks must be held again until
+  // the step ends, or the pager would evict them under the reading threads.
+  virtual void tensor_reread(uint32_t object, uint32_t tensor) {
+    (void)object;
+    (void)tensor;
+  }
 };
 
 class EvalObserver {
@@ -92,6 +114,9 @@ class EvalObserver {
   // read of an expert tensor is a route violation.
   void set_route_node(std::string name) { route_node_ = std::move(name); }
   const std::string& route_node() const { return route_node_; }
+  // Learn and signal release nodes (header). Off: object granularity only.
+  void set_tensor_signals(bool on) { tensor_signals_ = on; }
+  bool tensor_signals() const { return tensor_signals_; }
   const DemandRecord& demand() const { return demand_; }
   const GraphIdentity& graph() const { return graph_; }
   // Where llama.cpp's model mapping lives (the pager region, or the kernel's mapping).
@@ -124,6 +149,9 @@ class EvalObserver {
     uint64_t route_events = 0;     // route nodes read (one per layer and pass)
     uint64_t route_violations = 0; // expert-tensor reads without their layer's routes
     std::string first_route_violation;
+    uint64_t releases = 0;            // tensor signals: release nodes reached (tensors_consumed calls)
+    uint64_t tensors_released = 0;    // ... and the tensors they released
+    uint64_t reads_after_release = 0; // weight reads of a tensor released earlier in the pass
   };
   const Stats& stats() const { return st_; }
 
@@ -135,12 +163,40 @@ class EvalObserver {
     uint32_t occurrence = 0;
     uint32_t object = 0;
   };
+  // A learned release node: after the `occurrence`-th node named `name` of the pass, nothing
+  // later reads `tensors` (of object `object`).
+  struct Release {
+    std::string name;
+    uint32_t occurrence = 0;
+    uint32_t object = 0;
+    std::vector<uint32_t> tensors;
+  };
+  // What a discovery pass learns about one graph shape.
+  struct ShapePlan {
+    std::vector<Boundary> boundaries;
+    std::vector<Release> releases;  // in node order
+    std::vector<uint32_t> read_order;  // every tensor read while its object is current, by its last read
+  };
+  // The last read of a tensor seen by a discovery pass: node and its index in the pass.
+  struct LastRead {
+    std::string name;
+    uint32_t occurrence = 0;
+    uint64_t node = 0;
+    int object = -1;
+  };
 
   bool ask(ggml_tensor* t);
   void done(ggml_tensor* t);
   void start_pass(ggml_tensor* first);
   void discover(const ggml_tensor* t);
   bool is_boundary(const ggml_tensor* t, uint32_t occurrence);
+  bool is_release(const ggml_tensor* t, uint32_t occurrence);
+  void learn_read(const ggml_tensor* t, uint32_t tensor);
+  std::vector<Release> learned_releases() const;
+  std::vector<uint32_t> learned_read_order() const;
+  std::vector<Release> prune_releases(std::map<uint64_t, Release>& by_node) const;
+  void release(const Release& r);
+  void check_released(const ggml_tensor* t, uint32_t tensor);
   std::optional<uint32_t> next_object_read(const ggml_tensor* t) const;
   bool reads_token_embedding_rows(const ggml_tensor* t) const;
   void audit_sources(const ggml_tensor* t);
@@ -158,12 +214,20 @@ class EvalObserver {
   const ggml_tensor* pending_ = nullptr;
   int pending_obj_ = -1;
   // Boundaries per graph shape (the batch's token count), learned by discovery passes.
-  std::map<int64_t, std::vector<Boundary>> plans_;
+  std::map<int64_t, ShapePlan> plans_;
   int64_t shape_ = -1;
   bool discovering_ = false;
   bool clean_ = true;                 // this discovery pass saw nothing out of order or foreign
   std::vector<Boundary> learning_;
   size_t next_boundary_ = 0;
+  bool tensor_signals_ = false;
+  size_t next_release_ = 0;
+  const ggml_tensor* pending_release_ = nullptr;
+  size_t pending_release_idx_ = 0;
+  uint32_t node_occurrence_ = 0;       // the occurrence of the node being asked about
+  uint64_t pass_node_ = 0;             // its index in the pass
+  std::vector<LastRead> last_read_;    // discovery: per tensor
+  std::vector<uint8_t> released_;      // per tensor: released in this pass
   std::unordered_map<std::string, uint32_t> occurrences_;  // of each node name in this pass
   std::string prev_name_;
   uint32_t prev_occurrence_ = 0;
