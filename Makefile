@@ -106,6 +106,7 @@ test-cluster: engine-test-build
 bench: sysdeps venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default engine llm_models
 	$(BIN)/python bench/pager_model.py
+	$(BIN)/python bench/consumption.py
 	$(BIN)/python bench/matched_overlap.py
 	engine/bench/stream_vs_fio.sh
 

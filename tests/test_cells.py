@@ -16,8 +16,8 @@ from residency import arms, cells, config
 from conftest import ROOT
 
 PS_DIGEST = "24b8af943b5140d5aec9213f4389326eeec314c701d20f74f81e51e2441e4ef3"
-PM_DIGEST = "48096cbbe34cb9df8482ac26b26c03b32bb6527535c29857b7944fd78bb78262"
-MS_DIGEST = "17aa1f41fbe6b239e66870569600d825821b96c9c0ae91130b0601f4a751089c"  # matched_source.threads added
+PM_DIGEST = "5594b9e7626d7e0aed5ee3da2027d1d5a6df340e4e7eb1df79d282e822b6179f"  # pager_model.consumption added
+MS_DIGEST = "5c6d5d10fa987b9da70fefae48173a98838d21cad39623bd1c92b2c983445651"  # pager_model.consumption added
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
 MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
@@ -99,10 +99,10 @@ def test_default_generate_flags(cfg, inventory):
     assert cells.pm_t_repr(inventory) == 91234567 and cells.pm_budget(inventory, 0.375) == 34212962
     assert cells.generate_args(cfg, "m.gguf", "pager-prefetch", cells.pm_budget(inventory, 0.375)) == (
         GENERATE.format(arm="pager-prefetch")
-        + f" --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
+        + f" --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
     assert cells.generate_args(cfg, "m.gguf", "kernel-mmap", None) == GENERATE.format(arm="kernel-mmap")
     assert cells.generate_args(cfg, "m.gguf", "pager-lru", 123, source="buffered").endswith(
-        f"--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
+        f"--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
     assert cells.pm_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", t_repr_bytes=91234567) == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta t_repr_bytes=91234567"
         f" --meta config_digest={PM_DIGEST}")
@@ -121,10 +121,10 @@ def test_default_matched_cells(cfg, inventory):
     common = GENERATE.format(arm="pager-declared").replace("--threads 2", "--threads 1")
     assert cfg["pager_model"]["threads"] == 2 and cfg["matched_source"]["threads"] == 1
     assert cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347) == (
-        common + f" --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}"
+        common + f" --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}"
         " --windows 8 --depth 8")
     assert cells.ms_generate_args(cfg, "oracle", "m.gguf", 45617283) == (
-        common + f" --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move {MODEL_DIGESTS}")
+        common + f" --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
     assert cells.ms_meta(cfg, "pair1/F", inventory) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
         " --meta position=3 --meta r=0.5 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
@@ -153,7 +153,7 @@ def test_eager_reconcile_closes_every_pager_flag_list(cfg):
     assert cells.scan_args(c, "kernel-mmap", 0.25, 1, 0, "all-threads-finished").endswith(
         "--watchdog-s 60 --eager-reconcile")
     assert cells.ms_generate_args(c, "pair1/F", "m.gguf", 1).endswith(
-        f"--huge-chunks move {MODEL_DIGESTS} --eager-reconcile --windows 8 --depth 8")
+        f"--huge-chunks move --consumption tensor {MODEL_DIGESTS} --eager-reconcile --windows 8 --depth 8")
     assert cells.ps_digest(c) != PS_DIGEST and cells.pm_digest(c) != PM_DIGEST
 
 
@@ -305,6 +305,18 @@ def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):
     d = cells.pm_digest(c)
     c["models"]["user"][0]["sha256"] = "c" * 64
     assert len({PM_DIGEST, d, cells.pm_digest(c)}) == 3
+
+
+# ---- the consumption signal: pager arms only ----------------------------------------------
+
+def test_the_consumption_signal_goes_to_every_pager_cell_and_never_to_arm_a(cfg, inventory):
+    assert "--consumption tensor" in cells.generate_args(cfg, "m.gguf", "pager-declared", 123)
+    assert "--consumption tensor" in cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 123)
+    assert "--consumption" not in cells.generate_args(cfg, "m.gguf", "kernel-mmap", None)
+    c = copy.deepcopy(cfg)
+    c["pager_model"]["consumption"] = "object"
+    assert "--consumption object" in cells.generate_args(c, "m.gguf", "pager-lru", 123)
+    assert cells.pm_digest(c) != PM_DIGEST and cells.ms_digest(c) != MS_DIGEST
 
 
 # ---- content digests: the flags the cells pass ---------------------------------------------

@@ -310,3 +310,12 @@ def test_p2_judges_runs_that_do_not_record_their_oversize_steps(tmp_path):
     _edit_runs(root, old)
     doc = claims.make("P2", root, SETTINGS)
     assert doc["verdict"] == "fail" and doc["values"]["determinism_excluded"] == []
+
+
+def test_gather_records_the_consumption_signal_of_pager_runs_only():
+    sa = {"consumption": "tensor", "releases": 5, "chunks_let_go_early": 7}
+    assert gather._consumption({"arm": "pager-declared", "signal_audit": sa}) == {
+        "consumption": "tensor", "releases": 5, "chunks_let_go_early": 7}
+    none = {"consumption": None, "releases": None, "chunks_let_go_early": None}
+    assert gather._consumption({"arm": "kernel-mmap", "signal_audit": {**sa, "releases": 0}}) == none
+    assert gather._consumption({"arm": "pager-lru", "signal_audit": {}}) == none  # an engine from before the signal

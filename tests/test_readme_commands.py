@@ -93,6 +93,9 @@ def how_to_run(cmd: str, work: Path) -> tuple[str, Path]:
     if cmd.split()[0] == "bench/pager_model.py":  # as written (all sections, or --skip-1-4), at a tiny size
         return (f"{cmd} --residctl {residctl} --model results/models/synthetic-dense.gguf --reps 1 --tokens 4"
                 " --roofline-reps 1"), work
+    if cmd == "bench/consumption.py":
+        return (f"{cmd} --residctl {residctl} --model results/models/synthetic-dense.gguf --reps 1 --tokens 4"
+                " --ratios 0.5 --chunks 65536"), work
     if cmd == "bench/matched_overlap.py":
         return f"{cmd} --residctl {residctl} --config config/config.yaml --pairs 2", work
     if cmd == "engine/bench/stream_vs_fio.sh":

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .arms import KERNEL_MMAP
-from . import atomic, belady, lineage
+from . import atomic, belady, lineage, tensor_reference
 from . import trace as trace_mod
 from .identity import sha256_file
 
@@ -68,6 +68,16 @@ def _capacity(row) -> int | None:
     return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
 
 
+def _tensor_held(run_dir: Path, ref, steps, cap) -> tuple[int | None, int | None]:
+    """(MIN holding the tensor being read, OPT) over the run's tensor-order reference
+    (tensor_reference.py); nulls when its graph plan has no read order (consumption object)."""
+    loaded = tensor_reference.load_for_run(run_dir)
+    if loaded is None:
+        return None, None
+    ref2, groups = tensor_reference.tensor_reference(ref, steps, *loaded)
+    return belady.step_held_min_misses(ref2, groups, cap), belady.opt_misses(ref2, cap)
+
+
 def opt_table(runs: pd.DataFrame, keys=SYNTHETIC_KEYS, cyclic=True,
               identity=IDENTITY, step_held=False) -> pd.DataFrame:
     """OPT per run from its own trace. `cyclic`: the trace is a plain cyclic chunk scan, so
@@ -79,12 +89,14 @@ def opt_table(runs: pd.DataFrame, keys=SYNTHETIC_KEYS, cyclic=True,
         cap = _capacity(row) if pd.notna(row["budget_bytes"]) else None
         nominal = int(row["budget_bytes"] // row["chunk_bytes"]) if pd.notna(row["budget_bytes"]) and row["chunk_bytes"] else None
         opt = opt_nom = closed = held = None
+        tensor_held = (None, None)
         if trace_path.exists() and cap:
             trace = trace_mod.read(trace_path)
             ref = trace.reference()
             opt = belady.opt_misses(ref, cap)
             if step_held:
                 held = belady.step_held_min_misses(ref, trace.reference_steps(), cap)
+                tensor_held = _tensor_held(Path(row["run_dir"]), ref, trace.reference_steps(), cap)
             opt_nom = belady.opt_misses(ref, nominal) if nominal else None
             if cyclic:
                 closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))
@@ -95,7 +107,10 @@ def opt_table(runs: pd.DataFrame, keys=SYNTHETIC_KEYS, cyclic=True,
             "opt_misses": opt, "opt_misses_nominal": opt_nom, "opt_closed_form": closed,
             "opt_miss_rate": (opt / row["accesses"]) if opt is not None and row["accesses"] else None,
             "d_over_opt": (row["misses"] / opt) if opt else None,
-            **({"step_held_min_misses": held, "d_over_step_held_min": (row["misses"] / held) if held else None}
+            **({"step_held_min_misses": held, "d_over_step_held_min": (row["misses"] / held) if held else None,
+                "tensor_held_min_misses": tensor_held[0],
+                "d_over_tensor_held_min": (row["misses"] / tensor_held[0]) if tensor_held[0] else None,
+                "opt_misses_tensor_order": tensor_held[1]}
                if step_held else {}),
         })
     return pd.DataFrame(rows)
@@ -174,7 +189,12 @@ MODEL_OPT_SCHEMA = pa.schema([f for f in OPT_SCHEMA if f.name not in (*SYNTHETIC
                              + [("valid", pa.bool_()),
                                 # MIN holding each step's chunks until the step ends (belady.py)
                                 ("step_held_min_misses", pa.int64()),
-                                ("d_over_step_held_min", pa.float64())]
+                                ("d_over_step_held_min", pa.float64()),
+                                # MIN holding only the tensor being read, over the reads in
+                                # compute order (tensor_reference.py), and OPT over that order
+                                ("tensor_held_min_misses", pa.int64()),
+                                ("d_over_tensor_held_min", pa.float64()),
+                                ("opt_misses_tensor_order", pa.int64())]
                              + [(c, pa.string()) for c in MODEL_IDENTITY])
 
 

@@ -52,6 +52,8 @@ def pager_flags(section: dict, arm: str, budget, source: str, extra: list[str], 
     if arm != arms.KERNEL_MMAP:
         out += [f"--budget-bytes {budget}", f"--source {source}", f"--prefetch-depth {section['prefetch_depth']}",
                 *extra]
+        if "consumption" in section:
+            out.append(f"--consumption {section['consumption']}")
         if digests:
             out.append(f"--content-digests {digests}")
     if section["eager_reconcile"]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import atomic, lineage, manifest
-from .arms import PAGER_LETTER as ARM_LETTER
+from .arms import KERNEL_MMAP, PAGER_LETTER as ARM_LETTER
 from .identity import sha256_file
 
 # Columns every study shares, in order. Units are in the names.
@@ -128,6 +128,11 @@ PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
     ("oversize_steps", pa.int64()),       # steps run oversize (embd's per-pass rows included)
     ("oversize_objects", pa.list_(pa.string())),         # the objects other than embd larger than fit_chunks
     ("oversize_object_chunks", pa.list_(pa.int64())),    # each one's chunks (objects.json), same order
+    # The consumption signal (--consumption): `tensor` lets chunks go inside their step once
+    # the last node reading every tensor over them ran; how often it did.
+    ("consumption", pa.string()),         # object | tensor (null: arm A, no pager)
+    ("releases", pa.int64()),             # release nodes reached
+    ("chunks_let_go_early", pa.int64()),  # chunks let go before their step ended
     ("prompt_tokens", pa.int32()),
     ("tokens", pa.int32()),               # generated tokens
     ("passes", pa.int32()),               # prefill + decode passes
@@ -311,6 +316,15 @@ def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: s
                    "llama": _llama(llama_identity)}, out)
 
 
+def _consumption(run: dict) -> dict:
+    """The consumption signal a pager run used (arm A has none: nulls)."""
+    sa = run.get("signal_audit") or {}
+    if run.get("arm") == KERNEL_MMAP or "consumption" not in sa:
+        return {"consumption": None, "releases": None, "chunks_let_go_early": None}
+    return {"consumption": sa["consumption"], "releases": _int(sa.get("releases")),
+            "chunks_let_go_early": _int(sa.get("chunks_let_go_early"))}
+
+
 def _object_chunks(run_dir: Path, names: list[str] | None) -> list[int] | None:
     """The chunk count of each named object, from the run's objects.json (the steps the
     engine declared); None when the run recorded no names or no manifest of objects."""
@@ -350,6 +364,7 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
         "oversize_steps": _int(run.get("counters", {}).get("oversize_steps")),
         "oversize_objects": list(over) if over is not None else None,
         "oversize_object_chunks": _object_chunks(run_dir, over),
+        **_consumption(run),
         "prompt_tokens": _int(gen.get("prompt_tokens")),
         "tokens": tokens,
         "passes": _int(gen.get("passes")),

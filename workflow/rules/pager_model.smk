@@ -8,7 +8,8 @@
 rule pager_model_graph_plan:
     # One short unmeasured generation on plain mmap learns where each object's first weight
     # read lies in the graph llama.cpp builds (per graph shape: the prompt's prefill and a
-    # decode step); every measured run then loads it and makes no discovery pass.
+    # decode step), and with pager_model.consumption tensor each tensor's release node (its
+    # last reader); every measured run then loads it and makes no discovery pass.
     input:
         engine=RESIDCTL,
         model=lambda w: cells.pm_model(mv(w))[0],
@@ -22,6 +23,7 @@ rule pager_model_graph_plan:
         prompt=PM["prompt"],
         threads=PM["threads"],
         ctx=PM["ctx"],
+        consumption=lambda w: mv(w)["pager_model"]["consumption"],
         config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
         f"{LOGS}/pager_model/{{model}}/graph-plan.log",
@@ -29,7 +31,8 @@ rule pager_model_graph_plan:
         CONDA_ENV
     shell:
         "{input.engine} generate --model {input.model} --arm kernel-mmap --tokens 2 --threads {params.threads}"
-        " --ctx {params.ctx} --prompt {params.prompt:q} --graph-plan-out {output} --out {params.dir}/run 2> {log}"
+        " --ctx {params.ctx} --consumption {params.consumption} --prompt {params.prompt:q} --graph-plan-out {output}"
+        " --out {params.dir}/run 2> {log}"
 
 
 rule pager_model_calibrate_run:

@@ -502,8 +502,12 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
   std::string declared_out;
   // Every pager arm is compared with kernel-mmap: without userfaultfd there is nothing to compare.
   if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
-  for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch", "pager-zero"}) {
-    const std::string out = dir.file("run-" + arm);
+  // pager-declared:tensor is arm D with the tensor-granular consumption signal.
+  for (std::string label : {"kernel-mmap", "pager-lru", "pager-declared", "pager-declared:tensor", "pager-prefetch",
+                            "pager-zero"}) {
+    const std::string arm = label.substr(0, label.find(':'));
+    const bool tensor = label != arm;
+    const std::string out = dir.file("run-" + (tensor ? arm + "-tensor" : arm));
     std::vector<std::string> args = {"generate", "--model", model, "--out", out, "--arm", arm,
                                      "--prompt", "the quick brown fox", "--tokens", std::to_string(tokens),
                                      "--threads", "2", "--ctx", "64", "--chunk-size", std::to_string(kChunk),
@@ -511,8 +515,9 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     if (arm != "kernel-mmap") {
       args.insert(args.end(), {"--budget-bytes", std::to_string(budget), "--prefetch-depth", std::to_string(depth)});
     }
+    if (tensor) args.insert(args.end(), {"--consumption", "tensor"});
     const auto r = test::spawn_capture(RESIDCTL_PATH, args, errf);
-    ASSERT_EQ(r.status, 0) << arm << ": " << r.err;
+    ASSERT_EQ(r.status, 0) << label << ": " << r.err;
     for (const char* f : {"run.json", "trace.bin", "tokens.json", "logits.f32", "logits.sha256", "objects.json",
                           "response.txt"})
       ASSERT_TRUE(exists(out + "/" + f)) << arm << " " << f;
@@ -540,6 +545,11 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_GT(sa["weight_reads"].get<uint64_t>(), 0u);
     EXPECT_EQ(sa["out_of_order"], 0);
     EXPECT_TRUE(sa["zero_signal_chunks"].empty());
+    EXPECT_EQ(sa["consumption"], tensor ? "tensor" : "object");
+    EXPECT_EQ(sa["reads_after_release"], 0) << sa["first_violation"];
+    if (!tensor) {
+      EXPECT_EQ(sa["releases"], 0);
+    }
     const uint64_t S = m.objects.size();
     const auto& c = j["counters"];
     EXPECT_EQ(c["steps"], tokens * S);
@@ -602,12 +612,15 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(c["unrecorded_demand_fills"], 0) << arm;
     EXPECT_EQ(tj["tokens"].size(), tokens);
     EXPECT_FALSE(tj["prompt_tokens"].empty());
-    tokens_of[arm] = tj["tokens"].dump();
-    logits_of[arm] = test::slurp(out + "/logits.f32");
-    EXPECT_EQ(logits_of[arm].size(), tokens * j["model"]["n_vocab"].get<size_t>() * 4);
+    if (tensor) {
+      EXPECT_EQ(sa["chunks_let_go_early"], c["consumed_early"]);
+    }
+    tokens_of[label] = tj["tokens"].dump();
+    logits_of[label] = test::slurp(out + "/logits.f32");
+    EXPECT_EQ(logits_of[label].size(), tokens * j["model"]["n_vocab"].get<size_t>() * 4);
     EXPECT_EQ(count_lines(test::slurp(out + "/logits.sha256")), tokens);
 
-    if (arm == "pager-declared") declared_out = out;
+    if (label == "pager-declared") declared_out = out;
     if (is_moe(GetParam())) {
       const std::string routes = test::slurp(out + "/routes.jsonl");
       EXPECT_EQ(count_lines(routes), tokens * m.n_layer) << arm;
