@@ -67,8 +67,7 @@ def prepare(cfg: dict, residctl: str, model: str, scratch: Path) -> Path:
                         "--out", str(scratch / digests)], check=True, stdout=subprocess.DEVNULL)
     plan = scratch / cells.pm_graph_plan(cfg)
     plan.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([residctl, "generate", "--model", model, "--arm", "kernel-mmap", "--tokens", "2",
-                    "--threads", str(pm["threads"]), "--ctx", str(pm["ctx"]),  # as the graph-plan rule
+    subprocess.run([residctl, "generate", "--model", model, *cells.graph_plan_flags(cfg),  # as the graph-plan rule
                     "--prompt", pm["prompt"], "--graph-plan-out", str(plan), "--out", str(plan.parent / "run")],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return inv

@@ -363,6 +363,15 @@ def pm_graph_plan(config: dict) -> str:
     return f"{PM_RUNS}/{pm_name(config)}/graph-plan/graph-plan.json"
 
 
+def graph_plan_flags(config: dict) -> list[str]:
+    """The unmeasured plain-mmap generation that learns the graph plan (object boundaries and,
+    with consumption tensor, release nodes and read order); --prompt, --graph-plan-out and
+    --out are the caller's."""
+    pm = config["pager_model"]
+    return ["--arm", "kernel-mmap", "--tokens", "2", "--threads", str(pm["threads"]), "--ctx", str(pm["ctx"]),
+            "--consumption", pm["consumption"]]
+
+
 def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None, threads=None) -> str:
     """The residctl generate flags of one cell (run directory added by the rule); `threads`
     overrides pager_model.threads (the matched cells run their own count)."""

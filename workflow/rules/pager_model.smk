@@ -21,18 +21,15 @@ rule pager_model_graph_plan:
     params:
         dir=lambda w, output: run_dir(output),
         prompt=PM["prompt"],
-        threads=PM["threads"],
-        ctx=PM["ctx"],
-        consumption=lambda w: mv(w)["pager_model"]["consumption"],
+        flags=lambda w: " ".join(cells.graph_plan_flags(mv(w))),
         config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
         f"{LOGS}/pager_model/{{model}}/graph-plan.log",
     conda:
         CONDA_ENV
     shell:
-        "{input.engine} generate --model {input.model} --arm kernel-mmap --tokens 2 --threads {params.threads}"
-        " --ctx {params.ctx} --consumption {params.consumption} --prompt {params.prompt:q} --graph-plan-out {output}"
-        " --out {params.dir}/run 2> {log}"
+        "{input.engine} generate --model {input.model} {params.flags} --prompt {params.prompt:q}"
+        " --graph-plan-out {output} --out {params.dir}/run 2> {log}"
 
 
 rule pager_model_calibrate_run:
