@@ -95,7 +95,8 @@ def report(chunk: int, r: float, got: dict) -> None:
     d_opt = {m: [x / y for x, y in zip(got[m]["misses"], got[m]["opt"])] for m in MODES}
     held = [x / y for x, y in zip(t["misses"], t["held"]) if y]
     print(f"  chunk {chunk >> 10} KiB, r = {r:g}: misses tensor/object {med(miss_ratio):.3f} "
-          f"(object {med(o['misses']):.0f}, tensor {med(t['misses']):.0f}); bytes {med(byte_ratio):.3f}; "
+          f"(per pair: " + ", ".join(f"{om}/{tm}" for om, tm in zip(o["misses"], t["misses"]))
+          + f"); bytes {med(byte_ratio):.3f}; "
           f"tokens/s tensor/object {med(tp / op for op, tp in pairs):.3f} (per pair: "
           + ", ".join(f"{tp / op:.3f}" for op, tp in pairs) + f"); D/OPT object {med(d_opt['object']):.3f}, "
           f"tensor {med(d_opt['tensor']):.3f} (target <= 1.03)"
