@@ -54,16 +54,12 @@ def learn_plan(a, tmp: Path, chunk: int) -> Path:
 
 def bounds(run_dir: Path, run: dict) -> tuple[int, int | None]:
     """(OPT, MIN holding the tensor being read) on the run's own trace at its capacity."""
-    from residency import belady, tensor_reference, trace
+    from residency import analysis, belady, trace
 
     t = trace.read(run_dir / "trace.bin")
     ref, steps = t.reference(), t.reference_steps()
     cap = int(run["budget"]["budget_chunks"])
-    loaded = tensor_reference.load_for_run(run_dir)
-    held = None
-    if loaded is not None:
-        ref2, groups = tensor_reference.tensor_reference(ref, steps, *loaded)
-        held = belady.step_held_min_misses(ref2, groups, cap)
+    held, _ = analysis.tensor_held_bounds(run_dir, ref, steps, cap)
     return belady.opt_misses(ref, cap), held
 
 

@@ -34,6 +34,8 @@ def cell(root, name, arm, block, position, wall, *, peak, limit, events=0, flip=
                            "rejections": 0, "cancellations": 0, "windows_free_at_close": windows if arm == "F" else 1,
                            "tickets_outstanding_at_close": 0, "dynamic_allocations": f_alloc if arm == "F" else 0}
     run["counters"]["exposed_source_wait_ns"] = int(wall * wait_fraction * threads * 1e9)  # summed over threads
+    if arm == "F":
+        run["readahead"] = {"steps_ahead": 0, "max_steps_ahead": 2 + block % 2, "bundles": 10, "chunks": 20}
     run["llama"]["threads"] = threads
     run["generation"]["tokens_per_s"] = 64 / wall
     (d / "run.json").write_text(json.dumps(run))
@@ -144,6 +146,8 @@ def test_c2_fails_when_f_never_has_every_window_in_flight(tmp_path):
     doc = claims.make("C2", project(tmp_path, f_depth=7), SETTINGS)
     assert doc["verdict"] == "fail"
     assert doc["values"]["f_peak_depth_max"] == 7
+    assert doc["values"]["f_readahead_max_steps_ahead"] == 3  # the most over F's cells (2 or 3 each)
+    assert "read-ahead up to 3 step(s) ahead" in doc["headline"]
     failed = [r for r in doc["reasons"] if r.startswith("failed:")]
     assert len(failed) == 1 and "f_peak_depth_equals_windows" in failed[0]
 

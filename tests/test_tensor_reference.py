@@ -83,7 +83,7 @@ def test_a_run_with_a_read_order_plan_gets_the_tensor_held_bound(tmp_path):
     from residency import trace
 
     t = trace.read(d / "trace.bin")
-    held, opt = analysis._tensor_held(d, t.reference(), t.reference_steps(), 2)
+    held, opt = analysis.tensor_held_bounds(d, t.reference(), t.reference_steps(), 2)
     # Reads 3 | 1 2 | 2 3, twice. Holding A's 1 and 2 together costs the refill of 3 the
     # OPT (capacity 2, nothing held) also pays; the second pass misses everything either way.
     assert opt == belady.opt_misses([3, 1, 2, 2, 3] * 2, 2)
@@ -93,6 +93,6 @@ def test_a_run_with_a_read_order_plan_gets_the_tensor_held_bound(tmp_path):
 
 def test_without_a_read_order_the_bound_is_null(tmp_path):
     d = _run(tmp_path, {"shapes": [{"tokens": 1, "boundaries": []}]})
-    assert analysis._tensor_held(d, [1], [1], 2) == (None, None)
+    assert analysis.tensor_held_bounds(d, [1], [1], 2) == (None, None)
     (tmp_path / "b").mkdir()
     assert tr.load_for_run(_run(tmp_path / "b", None)) is None  # no --graph-plan at all

@@ -68,7 +68,7 @@ def _capacity(row) -> int | None:
     return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
 
 
-def _tensor_held(run_dir: Path, ref, steps, cap) -> tuple[int | None, int | None]:
+def tensor_held_bounds(run_dir: Path, ref, steps, cap) -> tuple[int | None, int | None]:
     """(MIN holding the tensor being read, OPT) over the run's tensor-order reference
     (tensor_reference.py); nulls when its graph plan has no read order (consumption object)."""
     loaded = tensor_reference.load_for_run(run_dir)
@@ -95,8 +95,9 @@ def opt_table(runs: pd.DataFrame, keys=SYNTHETIC_KEYS, cyclic=True,
             ref = trace.reference()
             opt = belady.opt_misses(ref, cap)
             if step_held:
-                held = belady.step_held_min_misses(ref, trace.reference_steps(), cap)
-                tensor_held = _tensor_held(Path(row["run_dir"]), ref, trace.reference_steps(), cap)
+                steps = trace.reference_steps()
+                held = belady.step_held_min_misses(ref, steps, cap)
+                tensor_held = tensor_held_bounds(Path(row["run_dir"]), ref, steps, cap)
             opt_nom = belady.opt_misses(ref, nominal) if nominal else None
             if cyclic:
                 closed = belady.cyclic_scan_opt(int(row["chunks"]), cap, int(row["passes"]))

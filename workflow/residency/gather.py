@@ -424,6 +424,7 @@ MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
     ("source_padding_bytes", pa.int64()),
     ("source_read_ns", pa.int64()),           # time inside the source's reads (D: the blocking preads)
     ("source_physical_bytes_per_output", pa.float64()),
+    ("readahead_max_steps_ahead", pa.int64()),  # F: most steps ahead a read-ahead bundle was read for
     ("headroom_bytes", pa.int64()),           # limit - peak
     ("limit_events_total", pa.int64()),       # limit events + (v1) vmpressure events
     ("admissible", pa.bool_()),               # hard grade, headroom > 0, no limit event, no OOM kill
@@ -465,6 +466,7 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
         "wall_s": float(harness["wall_s"]),
         "threads": _int((run.get("llama") or {}).get("threads")),
         "exposed_source_wait_ns": _int(run.get("counters", {}).get("exposed_source_wait_ns")),
+        "readahead_max_steps_ahead": _int((run.get("readahead") or {}).get("max_steps_ahead")),
         "source_physical_bytes_per_output": (src["physical_bytes"] / tokens)
         if src.get("physical_bytes") is not None and tokens else None,
         "headroom_bytes": (row["limit_bytes"] - row["peak_bytes"])

@@ -13,6 +13,7 @@ signal can give D, beside OPT, which does not even hold the tensor being read.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Sequence
@@ -72,6 +73,13 @@ def tensor_reference(ref: Sequence[int], steps: Sequence[int], objects: dict,
     return out, groups
 
 
+@functools.lru_cache(maxsize=8)
+def _plan_read_order(plan_path: str, mtime_ns: int) -> list[str] | None:
+    """The read order of a graph plan, read once per file version (every run of a campaign
+    shares one plan)."""
+    return read_order(json.loads(Path(plan_path).read_text()))
+
+
 def load_for_run(run_dir: Path) -> tuple[dict, list[str]] | None:
     """(objects.json, read order) of a run whose graph plan has a read order, else None."""
     run = json.loads((run_dir / "run.json").read_text())
@@ -79,7 +87,7 @@ def load_for_run(run_dir: Path) -> tuple[dict, list[str]] | None:
     objects_path = run_dir / "objects.json"
     if not plan_path or not Path(plan_path).exists() or not objects_path.exists():
         return None
-    order = read_order(json.loads(Path(plan_path).read_text()))
+    order = _plan_read_order(plan_path, Path(plan_path).stat().st_mtime_ns)
     if order is None:
         return None
     return json.loads(objects_path.read_text()), order

@@ -27,6 +27,9 @@ void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, con
   add_uint(app, "--threads", c.threads, threads)->capture_default_str();
   add_source_flags(app, f.source, "direct");
   add_uint(app, "--prefetch-depth", c.prefetch_depth, "pager-prefetch look-ahead in chunks")->capture_default_str();
+  add_uint(app, "--readahead-steps", c.readahead_steps,
+           "uring source: steps read ahead of the current one (0 = as far as the free windows reach)")
+      ->capture_default_str();
   app->add_flag("--eager-reconcile", c.eager_reconcile, "mincore check after every fill and eviction");
   app->add_option("--watchdog-s", c.watchdog_s, watchdog)->check(kPositiveSeconds)->capture_default_str();
   app->add_flag("--calibrate", c.calibrate, calibrate);

@@ -29,11 +29,6 @@ GenerateRun::GenerateRun(const GenerateConfig& cfg, Manifest m, GgufSummary g)
   if (cfg.consumption == Consumption::Tensor) build_tensor_cover();
 }
 
-// The chunks of tensor t (its file extent), ascending.
-static std::pair<ChunkId, ChunkId> tensor_chunk_range(const TensorInfo& t, uint64_t chunk_size) {
-  return {static_cast<ChunkId>(t.offset / chunk_size), static_cast<ChunkId>((t.offset + t.bytes - 1) / chunk_size)};
-}
-
 void GenerateRun::build_tensor_cover() {
   cover_.assign(S_, {});
   for (uint32_t o = 1; o < S_; ++o) {
@@ -74,7 +69,7 @@ void GenerateRun::start_early(int obj) {
 // Tensor signals: a chunk every tensor of the current step over it has consumed is let go
 // now, as consumed (the policy then sees its next use after this step).
 void GenerateRun::tensors_consumed(uint32_t object, const std::vector<uint32_t>& tensors) {
-  if (!pager_ || static_cast<int>(object) != early_obj_ || object != static_cast<uint32_t>(cur_)) return;
+  if (!pager_ || static_cast<int>(object) != early_obj_) return;  // early_obj_ is cur_ when set
   const auto& cs = steps_[object];
   for (uint32_t t : tensors) {
     if (m_.tensors[t].bytes == 0) continue;

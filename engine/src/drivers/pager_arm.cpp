@@ -88,7 +88,8 @@ PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks, u
   pc.prefetch_depth = c.arm == Arm::PagerPrefetch && !c.calibrate ? c.prefetch_depth : 0;
   pc.eager_reconcile = c.eager_reconcile;
   pc.watchdog_s = c.watchdog_s;
-  pc.readahead = c.source == SourceEngine::Uring && !c.calibrate;  // F: the next step is read ahead
+  pc.readahead = c.source == SourceEngine::Uring && !c.calibrate;  // F: the coming steps are read ahead
+  pc.readahead_steps_ahead = c.readahead_steps;
   pc.protect = c.protect;
   if (!c.content_digests.empty()) pc.chunk_digests = load_chunk_digests(c.content_digests, file_bytes, c.chunk_size);
   return pc;
@@ -201,6 +202,7 @@ nlohmann::json pager_config_json(const PagerArmConfig& c) {
           {"windows", so.windows},
           {"depth", so.depth},
           {"prefetch_depth", c.prefetch_depth},
+          {"readahead_steps", c.readahead_steps},
           {"eager_reconcile", c.eager_reconcile},
           {"watchdog_s", c.watchdog_s},
           {"calibrate", c.calibrate},
@@ -268,10 +270,12 @@ void add_pager_sections(nlohmann::json& j, const Pager* p, const PagerArmConfig&
                 : nlohmann::json(nullptr);
   if (p) {
     const PagerStats s = p->stats();
-    j["readahead"] = {{"bundles", s.readahead_bundles},
+    j["readahead"] = {{"steps_ahead", c.readahead_steps},
+                      {"bundles", s.readahead_bundles},
                       {"chunks", s.readahead_fills},
                       {"waited_faults", s.readahead_waits},
                       {"room_waits", s.readahead_no_room},
+                      {"max_steps_ahead", s.readahead_max_ahead},
                       {"bundles_published", s.bundles_published}};
   } else {
     j["readahead"] = nullptr;

@@ -32,6 +32,7 @@ struct PagerArmConfig {
   std::optional<uint32_t> windows;  // default 8 for uring, 1 for the blocking engines
   std::optional<uint32_t> depth;    // default windows
   uint32_t prefetch_depth = 2;
+  uint32_t readahead_steps = 0;  // --readahead-steps (uring): steps read ahead, 0 = as the windows reach
   bool eager_reconcile = false;
   double watchdog_s = 60;
   bool calibrate = false;  // set everything up, touch no weight byte

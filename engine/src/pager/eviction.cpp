@@ -148,6 +148,7 @@ bool Pager::make_room_locked(ChunkId for_chunk) {
 void Pager::mark_evicted_locked(ChunkId c) {
   state_[c] = State::Absent;
   prefetched_unused_[c] = 0;
+  ra_next_step_ = 0;  // a coming step may need it read again: read-ahead looks again
   remove_resident_locked(c);
   ++st_.evictions;
   if (trace_) trace_->append(step_, c, TraceKind::Eviction);

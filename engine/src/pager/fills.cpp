@@ -280,33 +280,46 @@ bool Pager::maybe_readahead() {
   const uint32_t avail = std::min(free_windows(), cap - held);
   if (avail == 0) return false;
   int bi = -1;
-  uint64_t target = 0;
   {
     std::lock_guard lk(mu_);
-    target = step_ + 1;
-    if (ra_done_step_ == target || target > readahead_horizon_) return false;
-    // The chunks of step s+1 that are absent and not of step s (a chunk shared by both is
-    // being read in step s: its fault reads it). They are read into windows now and wait
-    // there (HOST_READY): no room is taken until step s+1 begins (publish_readahead).
+    // Beyond one pass of steps every chunk is of a step before: nothing more to read.
+    const uint64_t pass = cfg_.step_chunks.empty() ? chunks_ : cfg_.step_chunks.size();
+    const uint64_t ahead = cfg_.readahead_steps_ahead == 0 ? pass : cfg_.readahead_steps_ahead;
+    const uint64_t last = std::min(readahead_last_step_, step_ + std::min<uint64_t>(ahead, pass));
+    uint64_t target = std::max(ra_next_step_, step_ + 1);
+    if (target > last) return false;
+    // The chunks of steps step_ .. target-1 are read by those steps (by their faults or their
+    // own read-ahead bundles): marked, never read ahead for a later step.
     ++cur_stamp_;
-    for (ChunkId c : step_chunks_of(step_)) cur_mark_[c] = cur_stamp_;
+    for (uint64_t s = step_; s < target; ++s)
+      for (ChunkId c : step_chunks_of(s)) cur_mark_[c] = cur_stamp_;
+    // The first coming step with chunks to read: one bundle for it (its chunks absent, not
+    // of an earlier step, their slots vacant), as many as the free windows take. A step is
+    // covered when none is left to read; an eviction uncovers the steps again (evict_locked).
     ra_chunks_.clear();
-    bool covered = true;
-    for (ChunkId c : readahead_chunks_of(target)) {
-      if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_ ||
-          !slot_vacant_locked(c))
-        continue;
-      if (ra_chunks_.size() == avail) {
-        covered = false;
-        break;
+    for (; target <= last; ++target) {
+      bool covered = true;
+      for (ChunkId c : readahead_chunks_of(target)) {
+        if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_ ||
+            !slot_vacant_locked(c))
+          continue;
+        if (ra_chunks_.size() == avail) {
+          covered = false;  // the rest wait for a window
+          break;
+        }
+        ra_chunks_.push_back(c);
       }
-      ra_chunks_.push_back(c);
+      if (covered) {
+        ra_next_step_ = target + 1;
+        for (ChunkId c : step_chunks_of(target)) cur_mark_[c] = cur_stamp_;
+      }
+      if (!ra_chunks_.empty()) break;
     }
-    if (covered) ra_done_step_ = target;
     if (ra_chunks_.empty()) return false;
     bi = begin_bundle_locked(FillKind::Readahead, ra_chunks_.data(), static_cast<uint32_t>(ra_chunks_.size()));
     if (bi < 0) return false;
     bundles_[static_cast<size_t>(bi)].target = target;
+    st_.readahead_max_ahead = std::max(st_.readahead_max_ahead, target - step_);
     for (ChunkId c : ra_chunks_) prefetched_unused_[c] = 1;
   }
   fill_->issue();

@@ -281,7 +281,7 @@ void Pager::signal(uint64_t cursor) { step_boundary(cursor, UINT64_MAX); }
 
 void Pager::set_readahead_horizon(uint64_t last_step) {
   std::lock_guard lk(mu_);
-  readahead_horizon_ = last_step;
+  readahead_last_step_ = last_step;
 }
 
 void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }

@@ -54,13 +54,16 @@
 // Sources: the blocking engines (buffered, direct: one window) complete a read inside
 // submit(); the fault loop reads on demand, one fill at a time. `uring` (N windows, depth
 // <= N) reads asynchronously: demand reads of several faults are in flight together, and
-// with PagerConfig::readahead, on entering step s the pager reads the chunks of step s+1
-// (those absent and not of step s) ahead, as bundles of at most N-1 chunks (one window
-// stays free for demand reads). A read-ahead bundle waits in its windows (HOST_READY; the
-// windows are paid from the budget) and takes no room until step s+1 begins: then room is
-// made for the whole bundle exactly as step s+1's demand faults would make it (the policy's
-// victims among chunks without consumers or pins, at the same cursor), and it is published
-// all-or-nothing. So read-ahead changes when chunks are read, not which chunks the policy
+// with PagerConfig::readahead, from step s the pager reads the chunks of the coming steps
+// s+1, s+2, ... ahead (for step t: those absent and of none of the steps s..t-1, which read
+// them themselves), one bundle per step and in step order, while a window is free for it
+// (at most N-1 in read-ahead: one stays free for demand reads), up to readahead_steps_ahead
+// steps (0: no limit but the windows). A read-ahead bundle waits in its windows (HOST_READY;
+// the windows are paid from the budget) and takes no room until its step t begins: then
+// room is made for the whole bundle exactly as step t's demand faults would make it (the
+// policy's victims among chunks without consumers or pins, at the same cursor), and it is
+// published all-or-nothing. A chunk absent at s and of no step before t stays absent until
+// t under any timing, so D reads it at t too. So read-ahead changes when chunks are read, not which chunks the policy
 // keeps. A fault on a chunk whose read is in flight waits for it (never a second read); a
 // fault on a landed read-ahead chunk before its step publishes the bundle at once.
 #pragma once
@@ -110,8 +113,11 @@ struct PagerConfig {
   // Oversize steps: pins for at most this many threads (the compute threads); 0 = no limit.
   uint32_t max_pins = 0;
   HugeChunks huge = HugeChunks::Off;
-  // Read the next step's chunks ahead (header; needs a source with two or more windows).
+  // Read the coming steps' chunks ahead (header; needs a source with two or more windows).
   bool readahead = false;
+  // How many steps ahead of the current one read-ahead reaches: 0 = as far as the windows
+  // free for read-ahead reach (every one but the demand window kept busy); 1 = the next step.
+  uint32_t readahead_steps_ahead = 0;
   // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
   // steps' own chunks (step_chunks, or chunk s mod chunks).
   std::vector<std::vector<ChunkId>> readahead_steps;
@@ -167,6 +173,7 @@ struct PagerStats {
   uint64_t readahead_fills = 0;    // chunks they filled (also counted in prefetch_fills)
   uint64_t readahead_waits = 0;    // faults that waited for a read-ahead or prefetch read in flight
   uint64_t readahead_no_room = 0;  // times a landed bundle's publication waited for room (a leave)
+  uint64_t readahead_max_ahead = 0;  // most steps ahead of the current one a bundle was read for
   // Exposed source wait: over every fault message on the region (each one a compute thread
   // blocked), the time from reading it to waking its thread.
   uint64_t exposed_wait_ns = 0;
@@ -458,8 +465,8 @@ class Pager final : private FillOwner {
   uint32_t readahead_ready_ = 0;        // read-ahead bundles landed, waiting for their step
   int cfd_ = -1;                        // the source's completion eventfd (-1: blocking)
   bool blocking_ = true;
-  uint64_t ra_done_step_ = UINT64_MAX;  // the step whose read-ahead is complete
-  uint64_t readahead_horizon_ = UINT64_MAX;  // guarded by mu_
+  uint64_t ra_next_step_ = 0;  // the first step whose read-ahead is not complete (guarded by mu_)
+  uint64_t readahead_last_step_ = UINT64_MAX;  // no read-ahead beyond it (guarded by mu_)
   std::vector<uint64_t> cur_mark_;      // chunk -> stamp of the step it is in (read-ahead)
   uint64_t cur_stamp_ = 0;
   std::vector<ChunkId> ra_chunks_;

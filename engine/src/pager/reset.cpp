@@ -73,7 +73,7 @@ PlanResult<uint32_t> Pager::reset_now() {
   std::lock_guard lk(mu_);
   forget_bundles_locked(true);
   ++st_.reset.resets;
-  ra_done_step_ = UINT64_MAX;  // the next step's read-ahead is read again in the new epoch
+  ra_next_step_ = 0;  // the coming steps' read-ahead is read again in the new epoch
   for (PendingFault& f : pending_) f.trigger = false;
   if (cfg_.eager_reconcile) reconcile_locked();
   return r;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "adapters/synthetic/pattern.hpp"
@@ -747,6 +749,15 @@ std::vector<std::vector<ChunkId>> triples(ChunkId chunks) {
   return s;
 }
 
+// What a UringRig varies.
+struct UringRigOptions {
+  uint32_t windows = 4;      // Direct: one, and no read-ahead (D)
+  uint32_t steps_ahead = 0;  // PagerConfig::readahead_steps_ahead
+  SourceEngine engine = SourceEngine::Uring;
+  std::vector<std::vector<ChunkId>> steps;      // object steps (empty: triples)
+  std::vector<std::vector<ChunkId>> readahead;  // PagerConfig::readahead_steps
+};
+
 // F's pager: the declared policy over steps of three chunks, eight chunks of budget, the
 // uring source with four windows, read-ahead on, eager reconcile.
 struct UringRig {
@@ -756,20 +767,23 @@ struct UringRig {
   Trace trace{1 << 14};
   std::unique_ptr<Pager> pager;
   std::shared_ptr<const FaultReport> fault;
-  explicit UringRig(ChunkId chunks, FaultSpec spec = {}, std::optional<uint64_t> reset_at_read = {}) {
+  explicit UringRig(ChunkId chunks, FaultSpec spec = {}, std::optional<uint64_t> reset_at_read = {},
+                    UringRigOptions o = {}) {
     test::write_pattern_file(path, chunks * kChunk, kSeed);
     cfg.reset_at_read = reset_at_read;
     cfg.chunk_size = kChunk;
     cfg.budget_chunks = 8;
     cfg.eager_reconcile = true;
     cfg.watchdog_s = 20;
-    cfg.step_chunks = triples(chunks);
-    cfg.readahead = true;
+    cfg.step_chunks = o.steps.empty() ? triples(chunks) : std::move(o.steps);
+    cfg.readahead = o.engine == SourceEngine::Uring;
+    cfg.readahead_steps = std::move(o.readahead);
+    cfg.readahead_steps_ahead = o.steps_ahead;
     cfg.huge = kHugeMode;
     SourceOptions so;
-    so.windows = 4;
-    so.depth = 4;
-    FaultySourceHandle fs = with_fault(open_source(SourceEngine::Uring, path, kChunk, so), spec);
+    so.windows = o.engine == SourceEngine::Uring ? o.windows : 1;
+    so.depth = so.windows;
+    FaultySourceHandle fs = with_fault(open_source(o.engine, path, kChunk, so), spec);
     fault = fs.report;
     pager = std::make_unique<Pager>(std::move(fs.source),
                                     make_policy(PolicyKind::Declared, chunks, DeclaredSequence{cfg.step_chunks}), cfg, &trace);
@@ -839,6 +853,59 @@ TEST(TSuite, Uring_ReadAheadBundlesAreExactAndCloseBalanced) {
   EXPECT_EQ(pc.tickets_issued, pc.tickets_retired);
   EXPECT_EQ(pc.consumer_acquires, pc.consumer_releases);
   EXPECT_TRUE(pager->plan().balance().balanced());
+}
+
+// F's read-ahead reaches as far as its free windows go (seven of eight: over two steps
+// ahead), or one step with --readahead-steps 1, and either way changes when chunks are read,
+// never which: the fills (by step and chunk, demand or read-ahead) and the evictions are D's,
+// run by the direct source at the same budget. Neighbouring steps share a chunk, as layers
+// that share a 2 MiB chunk do, and every fourth step is read on demand, as embd is: step t's
+// read-ahead must leave a chunk it shares with such a step to that step.
+TEST(TSuite, Uring_ReadAheadReachesSeveralStepsAndKeepsDsFillsAndEvictions) {
+  SKIP_WITHOUT_UFFD();
+  constexpr ChunkId kChunks = 30;
+  auto books = [](const Trace& t) {
+    std::vector<std::tuple<uint32_t, uint32_t, bool>> v;  // (step, chunk, eviction)
+    for (const TraceRecord& r : t.sorted()) {
+      const auto k = static_cast<TraceKind>(r.kind);
+      if (k == TraceKind::DemandFill || k == TraceKind::PrefetchFill || k == TraceKind::Eviction)
+        v.emplace_back(r.step, r.chunk, k == TraceKind::Eviction);
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  UringRigOptions o;
+  for (ChunkId c = 0; c + 2 < kChunks; c += 2) o.steps.push_back({c, c + 1, c + 2});  // {0,1,2}, {2,3,4}, ...
+  o.readahead = o.steps;
+  for (size_t i = 0; i < o.readahead.size(); i += 4) o.readahead[i].clear();  // read on demand, as embd is
+  UringRigOptions od = o;
+  od.windows = 1;
+  od.engine = SourceEngine::Direct;
+  UringRig d(kChunks, {}, {}, od);
+  const uint64_t steps = 3 * d.cfg.step_chunks.size();
+  ASSERT_EQ(d.run_steps(steps), 0u);
+  d.pager->shutdown();
+  ASSERT_FALSE(d.pager->failed()) << d.pager->error();
+  const auto want = books(d.trace);
+  ASSERT_GT(d.pager->stats().evictions, 0u) << "the budget must make D evict";
+  for (uint32_t ahead : {0u, 1u}) {
+    o.windows = 8;
+    o.steps_ahead = ahead;
+    UringRig f(kChunks, {}, {}, o);
+    ASSERT_EQ(f.run_steps(steps), 0u) << ahead;
+    const PagerStats st = f.pager->stats();
+    f.pager->shutdown();
+    ASSERT_FALSE(f.pager->failed()) << f.pager->error();
+    EXPECT_GT(st.readahead_fills, 0u) << ahead;
+    if (ahead == 0) {
+      EXPECT_GE(st.readahead_max_ahead, 2u);
+    } else {
+      EXPECT_EQ(st.readahead_max_ahead, 1u);
+    }
+    EXPECT_EQ(books(f.trace), want) << "read-ahead " << ahead << " step(s) changed which chunks are read or evicted";
+    EXPECT_EQ(f.pager->source_report().windows_free_at_close, 8u);
+    EXPECT_TRUE(f.pager->plan().balance().balanced());
+  }
 }
 
 // A rejected read inside a read-ahead bundle publishes nothing of the bundle: the last read

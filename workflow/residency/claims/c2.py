@@ -53,6 +53,7 @@ def _cell(x) -> dict:
             "source_tickets_outstanding_at_close": as_int(x["source_tickets_outstanding_at_close"]),
             "source_dynamic_allocations": as_int(x["source_dynamic_allocations"]),
             "source_physical_bytes_per_output": as_float(x["source_physical_bytes_per_output"]),
+            "readahead_max_steps_ahead": as_int(x.get("readahead_max_steps_ahead")),
             "eq1_margin_bytes": as_int(x["eq1_margin_bytes"]), "run_dir": x["run_dir"]}
 
 
@@ -108,6 +109,7 @@ def compute(frames, settings) -> ClaimResult:
         "f_balanced": [c["source_submissions"] is not None and c["source_submissions"] == c["source_completions"]
                        and c["source_tickets_outstanding_at_close"] == 0 for c in f_cells],
         "f_peak_depth_max": max((c["source_peak_depth"] or 0 for c in f_cells), default=None),
+        "f_readahead_max_steps_ahead": max((c["readahead_max_steps_ahead"] or 0 for c in f_cells), default=None),
         "f_peak_depth_equals_windows": [c["source_peak_depth"] is not None and c["source_peak_depth"] == c["source_windows"]
                                         for c in f_cells],
         "f_no_dynamic_allocation": [c["source_dynamic_allocations"] == 0 for c in f_cells],
@@ -129,7 +131,8 @@ def compute(frames, settings) -> ClaimResult:
                 f"compute threads {'/'.join(map(str, values['compute_threads'])) or 'n/a'}; P admissible: {values['p']['admissible'] if p else 'n/a'} "
                 f"({values['p']['limit_events_total'] if p else 'n/a'} limit events); bytes/output F/D "
                 f"{fmt(values['physical_bytes_per_output_f_over_d'], '.4f')}; F peak depth "
-                f"{values['f_peak_depth_max']} of {max((c['source_windows'] or 0 for c in f_cells), default='n/a')} windows.")
+                f"{values['f_peak_depth_max']} of {max((c['source_windows'] or 0 for c in f_cells), default='n/a')} windows, "
+                f"read-ahead up to {values['f_readahead_max_steps_ahead']} step(s) ahead.")
     assertions = [
         Assertion("/values/cache_held_fixed", "eq", True, why="P, D and F hold the same cache capacity (chunks)"),
         Assertion("/values/p/exact", "eq", True, why="P is oracle-exact"),

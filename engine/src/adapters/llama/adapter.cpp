@@ -276,16 +276,12 @@ std::vector<uint32_t> EvalObserver::learned_read_order() const {
 // node are let go at the boundary anyway.
 std::vector<EvalObserver::Release> EvalObserver::prune_releases(std::map<uint64_t, Release>& by_node) const {
   std::map<uint32_t, std::map<uint64_t, int>> cover;  // object -> chunk -> tensors not yet released
-  const auto chunks_of = [&](uint32_t t) {
-    const TensorInfo& ti = m_.tensors[t];
-    return std::pair<uint64_t, uint64_t>{ti.offset / m_.chunk_size, (ti.offset + ti.bytes - 1) / m_.chunk_size};
-  };
   for (const auto& [node, r] : by_node) {
     if (cover.count(r.object)) continue;
     auto& cv = cover[r.object];
     for (uint32_t t : m_.objects[r.object].tensors)
       if (m_.tensors[t].bytes > 0)
-        for (uint64_t c = chunks_of(t).first; c <= chunks_of(t).second; ++c) ++cv[c];
+        for (auto [c, e] = tensor_chunk_range(m_.tensors[t], m_.chunk_size); c <= e; ++c) ++cv[c];
   }
   std::vector<Release> out;
   std::map<uint32_t, std::vector<uint32_t>> carried;  // object -> tensors handed on
@@ -297,7 +293,7 @@ std::vector<EvalObserver::Release> EvalObserver::prune_releases(std::map<uint64_
     bool frees = false;
     for (uint32_t t : r.tensors) {
       if (m_.tensors[t].bytes == 0) continue;
-      for (uint64_t c = chunks_of(t).first; c <= chunks_of(t).second; ++c) frees |= --cv[c] == 0;
+      for (auto [c, e] = tensor_chunk_range(m_.tensors[t], m_.chunk_size); c <= e; ++c) frees |= --cv[c] == 0;
     }
     if (!frees) {
       carried[r.object] = std::move(ts);

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/types.hpp"
@@ -124,6 +125,11 @@ struct Manifest {
 Manifest build_manifest(std::vector<TensorInfo> tensors, uint64_t file_bytes, uint64_t data_offset,
                         uint64_t chunk_size, uint32_t n_expert = 0,
                         const std::string& expert_count_key = "expert_count");
+
+// The first and last chunk of tensor t's file extent (t.bytes > 0).
+inline std::pair<ChunkId, ChunkId> tensor_chunk_range(const TensorInfo& t, uint64_t chunk_size) {
+  return {static_cast<ChunkId>(t.offset / chunk_size), static_cast<ChunkId>((t.offset + t.bytes - 1) / chunk_size)};
+}
 
 // The chunks holding rows `rows` of a row-major tensor at file offset `tensor_offset` of
 // `tensor_bytes` bytes, row r being [tensor_offset + r * row_bytes, + row_bytes) (row_bytes:
