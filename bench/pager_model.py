@@ -21,6 +21,11 @@ much less.
      flight, / OPT's bytes per token = Belady's misses on D's own trace at D's capacity x the
      chunk size / tokens). A (kernel mmap) needs the campaign's cgroup limit, so it is not
      run here: the campaign's table (results/tables/pager-model.*) and P9 report its fraction.
+     Beside it, each arm's serial bound, 1 / (1 / compute + its own bytes per token /
+     bandwidth): what a pager that never overlaps a read with compute reaches with its own
+     traffic (D and C read on demand, blocking the compute thread that faults), and D+F:
+     arm D with F's source (io_uring, eight windows, read-ahead; seven chunks of its
+     budget pay the windows), the overlap the campaign's one-window D does not attempt.
 
 Usage: bench/pager_model.py [--residctl .build/engine/residctl] [--model results/models/...gguf]
                             [--reps 3] [--tokens 64] [--roofline-reps 3] [--skip-1-4]
@@ -40,14 +45,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))  # this checkout's residency (belady, trace, models)
 ROOFLINE_R = 0.75
-ROOFLINE_ARMS = ("pager-lru", "pager-declared", "pager-prefetch")
+ROOFLINE_ARMS = ("pager-lru", "pager-declared", "pager-prefetch", "pager-declared+uring")
+LETTERS = {"pager-lru": "C", "pager-declared": "D", "pager-prefetch": "E", "pager-declared+uring": "D+F"}
+URING = ["--source", "uring", "--windows", "8"]  # D+F: F's source and read-ahead under D's policy
 PROMPT = "Explain in one paragraph why the sky is blue."
 
 
 def generate(residctl: str, model: str, out: Path, arm: str, tokens: int, budget: int | None,
              digests: Path | None = None) -> dict:
+    arm, _, source = arm.partition("+")
     cmd = [residctl, "generate", "--model", model, "--arm", arm, "--tokens", str(tokens), "--prompt", PROMPT,
-           "--out", str(out)]
+           "--out", str(out), *(URING if source == "uring" else [])]
     if budget is not None:
         cmd += ["--budget-bytes", str(budget)]
     if digests is not None:
@@ -91,6 +99,7 @@ def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
     t_repr = models.inventory_doc(a.model)["tensor_bytes"]
     budget = int(ROOFLINE_R * t_repr)
     tps = {arm: [] for arm in ROOFLINE_ARMS}
+    own_bpt = {arm: [] for arm in ROOFLINE_ARMS}  # the arm's own physical bytes read per token
     bw, opt_bpt = [], []
     for i in range(max(a.reps, a.roofline_reps)):
         if i < a.roofline_reps:
@@ -100,6 +109,7 @@ def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
                 d = tmp / f"r-{arm}-{i}"
                 run = generate(a.residctl, a.model, d, arm, a.tokens, budget)
                 tps[arm].append(run["generation"]["tokens_per_s"])
+                own_bpt[arm].append(run["source_stats"]["physical_bytes"] / run["generation"]["tokens"])
                 if arm == "pager-declared":
                     opt_bpt.append(opt_bytes_per_token(d, run))
     med = statistics.median
@@ -111,10 +121,13 @@ def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
           + ", ".join(f"{b / 1e9:.3f}" for b in bw) + " GB/s; compute per rep: "
           + ", ".join(f"{t:.2f}" for t in mmap_tps) + " tok/s)")
     for arm in ROOFLINE_ARMS:
-        letter = {"pager-lru": "C", "pager-declared": "D", "pager-prefetch": "E"}[arm]
-        target = "  (target >= 0.8)" if letter in "DE" else ""
+        letter = LETTERS[arm]
+        target = "  (target >= 0.8)" if letter in ("D", "E") else ""
+        serial = 1 / (1 / compute_tps + med(own_bpt[arm]) / bandwidth)
         print(f"   {letter} {arm}: {med(tps[arm]):.2f} tok/s = {med(tps[arm]) / bound:.3f} of the roofline{target};"
-              " per rep: " + ", ".join(f"{t:.2f}" for t in tps[arm]))
+              f" its serial bound {serial:.2f} tok/s ({med(own_bpt[arm]) / 1e6:.2f} MB per token) ="
+              f" {serial / bound:.3f} of the roofline, reached {med(tps[arm]) / serial:.3f}; per rep: "
+              + ", ".join(f"{t:.2f}" for t in tps[arm]))
 
 
 def report_1_4(mmap_tps, pager_tps, fill_gib_s, fio_gib_s, checked_tps, check_share) -> None:
