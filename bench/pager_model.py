@@ -101,13 +101,22 @@ def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
     tps = {arm: [] for arm in ROOFLINE_ARMS}
     own_bpt = {arm: [] for arm in ROOFLINE_ARMS}  # the arm's own physical bytes read per token
     bw, opt_bpt = [], []
+    not_run = {}  # arm -> why (D+F's eight windows may not fit a small model's budget)
     for i in range(max(a.reps, a.roofline_reps)):
         if i < a.roofline_reps:
             bw.append(stream_bytes_per_s(a.residctl, a.model, chunk, tmp / f"s{i}"))
         if i < a.reps:
             for arm in ROOFLINE_ARMS:  # interleaved: C D E C D E ...
+                if arm in not_run:
+                    continue
                 d = tmp / f"r-{arm}-{i}"
-                run = generate(a.residctl, a.model, d, arm, a.tokens, budget)
+                try:
+                    run = generate(a.residctl, a.model, d, arm, a.tokens, budget)
+                except subprocess.CalledProcessError as e:
+                    if e.returncode != 2 or "+" not in arm:  # exit 2: residctl refused its input
+                        raise
+                    not_run[arm] = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-1:]
+                    continue
                 tps[arm].append(run["generation"]["tokens_per_s"])
                 own_bpt[arm].append(run["source_stats"]["physical_bytes"] / run["generation"]["tokens"])
                 if arm == "pager-declared":
@@ -122,6 +131,9 @@ def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
           + ", ".join(f"{t:.2f}" for t in mmap_tps) + " tok/s)")
     for arm in ROOFLINE_ARMS:
         letter = LETTERS[arm]
+        if arm in not_run:
+            print(f"   {letter} {arm}: not run at this budget: {' '.join(not_run[arm])}")
+            continue
         target = "  (target >= 0.8)" if letter in ("D", "E") else ""
         serial = 1 / (1 / compute_tps + med(own_bpt[arm]) / bandwidth)
         print(f"   {letter} {arm}: {med(tps[arm]):.2f} tok/s = {med(tps[arm]) / bound:.3f} of the roofline{target};"
