@@ -96,9 +96,12 @@ def run_cell(cfg: dict, residctl: str, model: str, scratch: Path, inv: Path, cel
     run = json.loads((out / "run.json").read_text())
     c = run["counters"]
     g = run["generation"]
-    return {"wall_s": wall, "gen_s": (g["prefill_ns"] + g["decode_wall_ns"]) / 1e9, "wait_ns": c["exposed_source_wait_ns"], "read_ns": run["source_stats"].get("read_ns") or 0,
-            "check_ns": c.get("content_check_ns") or 0, "readahead": run.get("readahead") or {}, "bytes": run["source_stats"].get("physical_bytes") or 0,
-            "threads": run["llama"]["threads"], "tokens": json.loads((out / "tokens.json").read_text())}
+    src = run["source_stats"]
+    return {"wall_s": wall, "gen_s": (g["prefill_ns"] + g["decode_wall_ns"]) / 1e9,
+            "wait_ns": c["exposed_source_wait_ns"], "read_ns": src.get("read_ns") or 0,
+            "check_ns": c.get("content_check_ns") or 0, "readahead": run.get("readahead") or {},
+            "bytes": src.get("physical_bytes") or 0, "threads": run["llama"]["threads"],
+            "tokens": json.loads((out / "tokens.json").read_text())}
 
 
 def interval(r) -> str:
