@@ -16,6 +16,9 @@ rule engine:
     output:
         RESIDCTL,
     params:
+        # The real path: a working directory whose engine/ is a link (the tests') must not
+        # leave a shared build dir configured against a path that goes away with it.
+        src=str(Path("engine").resolve()),
         build_dir=lambda w, output: str(Path(output[0]).parent),
         build_type=config["engine"]["build_type"],
         llama_prefix=lambda w, input: str(Path(input.llama).parent.resolve()),
@@ -24,7 +27,7 @@ rule engine:
     conda:
         CONDA_ENV
     shell:
-        "(cmake -S engine -B {params.build_dir} -DCMAKE_BUILD_TYPE={params.build_type}"
+        "(cmake -S {params.src:q} -B {params.build_dir} -DCMAKE_BUILD_TYPE={params.build_type}"
         " -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH={params.llama_prefix}"
         " && cmake --build {params.build_dir} --target residctl -j2) > {log} 2>&1"
 

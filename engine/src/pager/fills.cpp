@@ -295,7 +295,8 @@ bool Pager::maybe_readahead() {
       for (ChunkId c : step_chunks_of(s)) cur_mark_[c] = cur_stamp_;
     // The first coming step with chunks to read: one bundle for it (its chunks absent, not
     // of an earlier step, their slots vacant), as many as the free windows take. A step is
-    // covered when none is left to read; an eviction uncovers the steps again (evict_locked).
+    // covered when none is left to read; an eviction uncovers the steps again
+    // (mark_evicted_locked).
     ra_chunks_.clear();
     for (; target <= last; ++target) {
       bool covered = true;

@@ -63,9 +63,10 @@
 // room is made for the whole bundle exactly as step t's demand faults would make it (the
 // policy's victims among chunks without consumers or pins, at the same cursor), and it is
 // published all-or-nothing. A chunk absent at s and of no step before t stays absent until
-// t under any timing, so D reads it at t too. So read-ahead changes when chunks are read, not which chunks the policy
-// keeps. A fault on a chunk whose read is in flight waits for it (never a second read); a
-// fault on a landed read-ahead chunk before its step publishes the bundle at once.
+// t under any timing, so D reads it at t too. So read-ahead changes when chunks are read,
+// not which chunks the policy keeps. A fault on a chunk whose read is in flight waits for
+// it (never a second read); a fault on a landed read-ahead chunk before its step publishes
+// the bundle at once.
 #pragma once
 
 #include <atomic>

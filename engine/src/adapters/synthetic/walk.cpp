@@ -105,8 +105,8 @@ void Walk::record_step(uint64_t s, bool miss) {
     else
       pager_->set_step(s + 1);
   }
-  ++accesses_;
-  misses_ += miss ? 1 : 0;
+  accesses_.fetch_add(1, std::memory_order_relaxed);
+  if (miss) misses_.fetch_add(1, std::memory_order_relaxed);
   trace_.append(s, c, TraceKind::Access, miss ? kTraceMiss : 0);
   if (bad_words_.load() > 0) {
     stop_ = true;

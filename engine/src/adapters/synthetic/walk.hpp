@@ -68,8 +68,8 @@ class Walk {
   // --sync none: thread t's walk at its own pace.
   void drive_free(uint32_t t);
 
-  uint64_t accesses() const { return accesses_; }
-  uint64_t misses() const { return misses_; }
+  uint64_t accesses() const { return accesses_.load(std::memory_order_relaxed); }
+  uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
   uint64_t bytes_verified() const { return bytes_verified_.load(); }
   uint64_t bad_words() const { return bad_words_.load(); }
   // Why the walk stopped early or failed ("" when it did not): a wrong byte, the audit.
@@ -94,7 +94,8 @@ class Walk {
 
   // Written only inside the barrier completion (one thread at a time, ordered by it).
   uint64_t step_ = 0;
-  uint64_t accesses_ = 0, misses_ = 0;
+  // Atomic as well: a failed run reports them while its drivers may still be walking.
+  std::atomic<uint64_t> accesses_{0}, misses_{0};
   bool next_miss_ = false;  // kernel-mmap: mincore verdict for the step about to run
   std::vector<unsigned char> mincore_buf_;
   std::atomic<bool> stop_{false};
