@@ -14,14 +14,20 @@ BUILD_TSAN := .build/engine-tsan
 # (validated first: a bad key stops with one line) and another Snakemake profile.
 CONFIG ?=
 PROFILE ?= workflow/profiles/default
+# A value a user gives (CONFIG, PROFILE) reaches the shell as one single-quoted word.
+shq = '$(subst ','\'',$(1))'
+# What a path is, asked of the shell with the path quoted: file, folder or missing.
+kind = $(shell if [ -d $(call shq,$(1)) ]; then echo folder; elif [ -f $(call shq,$(1)) ]; then echo file; else echo missing; fi)
 # Snakemake also applies profiles/default (the workflow's own profile) over any --profile, and
 # its cores: 1 and storage_exclusive=1 would serialise a cluster's submissions: another
 # PROFILE comes without it.
-SNAKE := $(BIN)/snakemake --profile $(PROFILE)$(if $(filter workflow/profiles/default,$(PROFILE)),, --workflow-profile none)
-CONFIG_FLAG := $(if $(strip $(CONFIG)),--configfile $(CONFIG))
+SNAKE := $(BIN)/snakemake --profile $(call shq,$(PROFILE))$(if $(filter workflow/profiles/default,$(PROFILE)),, --workflow-profile none)
+CONFIG_FLAG := $(if $(strip $(CONFIG)),--configfile $(call shq,$(CONFIG)))
 # One line, before anything runs, for a CONFIG or PROFILE that is not what it must be.
-$(foreach c,$(CONFIG),$(if $(wildcard $(c)/.),$(error CONFIG: '$(c)' is a folder, not a config file (a target? targets are make goals: make figures CONFIG=...)),$(if $(wildcard $(c)),,$(error CONFIG: no config file '$(c)'))))
-$(if $(wildcard $(PROFILE)/config.yaml),,$(error PROFILE: '$(PROFILE)' is not a Snakemake profile (no $(PROFILE)/config.yaml)))
+CONFIG_KIND := $(if $(strip $(CONFIG)),$(call kind,$(CONFIG)),file)
+$(if $(filter folder,$(CONFIG_KIND)),$(error CONFIG: '$(CONFIG)' is a folder, not a config file (a target? targets are make goals: make figures CONFIG=...)))
+$(if $(filter missing,$(CONFIG_KIND)),$(error CONFIG: no config file '$(CONFIG)'$(if $(word 2,$(CONFIG)), (a target? targets are make goals: make figures CONFIG=...))))
+$(if $(filter file,$(call kind,$(PROFILE)/config.yaml)),,$(error PROFILE: '$(PROFILE)' is not a Snakemake profile (no $(PROFILE)/config.yaml)))
 
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)

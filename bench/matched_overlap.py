@@ -83,7 +83,7 @@ def run_cell(cfg: dict, residctl: str, model: str, scratch: Path, inv: Path, cel
     out = scratch / "runs" / cell
     pair, arm = cell.split("/")
     ms_cell = f"{pair}/{arms.ASYNC}" if arm == ONE_STEP else cell
-    args = cells.ms_generate_args(cfg, ms_cell, model, cells.ms_pager_budget(cfg, ms_cell, inv)).split()
+    args = cells.ms_generate_args(cfg, ms_cell, model, cells.ms_pager_budget(cfg, ms_cell, inv))
     if arm == ONE_STEP:
         args += ["--readahead-steps", "1"]
     cmd = [residctl, "generate", *args, "--prompt", cfg["pager_model"]["prompt"], "--out", str(out)]

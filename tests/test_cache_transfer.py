@@ -2,6 +2,7 @@
 generate runs into results/cache_transfer.parquet, and C7 on it: passes, fails, insufficient."""
 
 import json
+import shlex
 
 import pandas as pd
 import pytest
@@ -26,10 +27,10 @@ def test_cells_alternate_and_differ_only_in_the_arm():
     assert runs[0] == "results/runs/cache_transfer/pair0/pager-zero/harness.json"
     assert cache_transfer.previous_run(cfg, 0, PAGER_ZERO) == []
     assert cache_transfer.previous_run(cfg, 1, PAGER_ZERO) == [runs[2]]
-    z, k = (cache_transfer.generate_args(cfg, a, "m.gguf") for a in (PAGER_ZERO, PAGER_LRU_K))
+    z, k = (shlex.join(cache_transfer.generate_args(cfg, a, "m.gguf")) for a in (PAGER_ZERO, PAGER_LRU_K))
     assert f"--lru-k {cfg['cache_transfer']['k']}" in k and "--lru-k" not in z
     assert k.replace(f" --lru-k {cfg['cache_transfer']['k']}", "").replace(PAGER_LRU_K, PAGER_ZERO) == z
-    assert "--meta order=2" in cache_transfer.harness_args(cfg, 1, PAGER_LRU_K)
+    assert "--meta order=2" in shlex.join(cache_transfer.harness_args(cfg, 1, PAGER_LRU_K))
 
 
 def test_config_checks_the_section():

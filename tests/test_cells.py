@@ -8,6 +8,7 @@ content digests.)"""
 
 import copy
 import json
+import shlex
 
 import pytest
 
@@ -65,31 +66,31 @@ def test_default_cells(cfg):
 
 
 def test_default_scan_flags(cfg):
-    assert cells.scan_args(cfg, "pager-lru", 0.25, 1, 0, "all-threads-finished") == (
+    assert shlex.join(cells.scan_args(cfg, "pager-lru", 0.25, 1, 0, "all-threads-finished")) == (
         SCAN.format(arm="pager-lru", t=1, c=0, s="all-threads-finished")
         + f" --budget-bytes 33554432 --source direct --prefetch-depth 2 {REGION_DIGESTS}")
-    assert cells.scan_args(cfg, "pager-lru", 0.5, "4", "200", "thread0-started") == (
+    assert shlex.join(cells.scan_args(cfg, "pager-lru", 0.5, "4", "200", "thread0-started")) == (
         SCAN.format(arm="pager-lru", t=4, c=200, s="thread0-started")
         + f" --budget-bytes 67108864 --source direct --prefetch-depth 2 {REGION_DIGESTS}")
     # arm A runs on plain mmap: no pager flags
-    assert cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished") == SCAN.format(
+    assert shlex.join(cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished")) == SCAN.format(
         arm="kernel-mmap", t=1, c=0, s="all-threads-finished")
-    assert cells.harness_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", threads=1, compute_us=0,
-                              signal="all-threads-finished") == (
+    assert shlex.join(cells.harness_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", threads=1, compute_us=0,
+                              signal="all-threads-finished")) == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta threads=1 --meta compute_us=0"
         f" --meta signal=all-threads-finished --meta config_digest={PS_DIGEST}")
 
 
 def test_stress_cells_run_free_with_jitter_in_the_compute_phase(cfg):
     budget = " --budget-bytes 67108864 --source direct --prefetch-depth 2 " + REGION_DIGESTS
-    assert cells.stress_scan_args(cfg, "pager-declared", "4", "200", "thread0-started") == (
+    assert shlex.join(cells.stress_scan_args(cfg, "pager-declared", "4", "200", "thread0-started")) == (
         SCAN.format(arm="pager-declared", t=4, c=200, s="thread0-started") + budget
         + " --sync none --jitter-us 400 --jitter-seed 1")
     # no compute phase, no jitter: the "concurrency without compute" control
-    assert cells.stress_scan_args(cfg, "pager-lru", "2", "0", "all-threads-finished") == (
+    assert shlex.join(cells.stress_scan_args(cfg, "pager-lru", "2", "0", "all-threads-finished")) == (
         SCAN.format(arm="pager-lru", t=2, c=0, s="all-threads-finished") + budget
         + " --sync none --jitter-us 0 --jitter-seed 1")
-    assert cells.stress_meta(cfg, "pager-lru", "2", "200", "thread0-started", "3") == (
+    assert shlex.join(cells.stress_meta(cfg, "pager-lru", "2", "200", "thread0-started", "3")) == (
         "--meta campaign=stress --meta arm=pager-lru --meta r=0.5 --meta rep=3 --meta threads=2 --meta compute_us=200"
         " --meta signal=thread0-started --meta sync=none --meta jitter_us=400"
         f" --meta config_digest={PS_DIGEST}")
@@ -97,13 +98,13 @@ def test_stress_cells_run_free_with_jitter_in_the_compute_phase(cfg):
 
 def test_default_generate_flags(cfg, inventory):
     assert cells.pm_t_repr(inventory) == 91234567 and cells.pm_budget(inventory, 0.375) == 34212962
-    assert cells.generate_args(cfg, "m.gguf", "pager-prefetch", cells.pm_budget(inventory, 0.375)) == (
+    assert shlex.join(cells.generate_args(cfg, "m.gguf", "pager-prefetch", cells.pm_budget(inventory, 0.375))) == (
         GENERATE.format(arm="pager-prefetch")
         + f" --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
-    assert cells.generate_args(cfg, "m.gguf", "kernel-mmap", None) == GENERATE.format(arm="kernel-mmap")
-    assert cells.generate_args(cfg, "m.gguf", "pager-lru", 123, source="buffered").endswith(
+    assert shlex.join(cells.generate_args(cfg, "m.gguf", "kernel-mmap", None)) == GENERATE.format(arm="kernel-mmap")
+    assert shlex.join(cells.generate_args(cfg, "m.gguf", "pager-lru", 123, source="buffered")).endswith(
         f"--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
-    assert cells.pm_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", t_repr_bytes=91234567) == (
+    assert shlex.join(cells.pm_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", t_repr_bytes=91234567)) == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta t_repr_bytes=91234567"
         f" --meta config_digest={PM_DIGEST}")
 
@@ -120,17 +121,17 @@ def test_default_matched_cells(cfg, inventory):
     # The matched cells run matched_source.threads (1: a core left to the source), not pager_model's 2.
     common = GENERATE.format(arm="pager-declared").replace("--threads 2", "--threads 1")
     assert cfg["pager_model"]["threads"] == 2 and cfg["matched_source"]["threads"] == 1
-    assert cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347) == (
+    assert shlex.join(cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347)) == (
         common + f" --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}"
         " --windows 8 --depth 8")
-    assert cells.ms_generate_args(cfg, "oracle", "m.gguf", 45617283) == (
+    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 45617283)) == (
         common + f" --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
-    assert cells.ms_meta(cfg, "pair1/F", inventory) == (
+    assert shlex.join(cells.ms_meta(cfg, "pair1/F", inventory)) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
         " --meta position=3 --meta r=0.5 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
         " --meta reserve_bytes=16777216"
         f" --meta config_digest={MS_DIGEST}")
-    assert cells.ms_meta(cfg, "P", inventory).startswith(
+    assert shlex.join(cells.ms_meta(cfg, "P", inventory)).startswith(
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=P --meta block=0 --meta order="
         " --meta position=1 ")
 
@@ -139,20 +140,20 @@ def test_matched_threads_reach_every_matched_cell_only(cfg, inventory):
     c = copy.deepcopy(cfg)
     c["matched_source"]["threads"] = 3
     for cell in cells.ms_sequence(c):
-        assert "--threads 3 " in cells.ms_generate_args(c, cell, "m.gguf", 1), cell
-        assert " --meta threads=3 " in cells.ms_meta(c, cell, inventory), cell
-    assert "--threads 2 " in cells.generate_args(c, "m.gguf", "pager-lru", 1)  # pager_model's own cells
+        assert "--threads 3 " in shlex.join(cells.ms_generate_args(c, cell, "m.gguf", 1)), cell
+        assert " --meta threads=3 " in shlex.join(cells.ms_meta(c, cell, inventory)), cell
+    assert "--threads 2 " in shlex.join(cells.generate_args(c, "m.gguf", "pager-lru", 1))  # pager_model's own cells
     assert cells.ms_digest(c) != MS_DIGEST and cells.pm_digest(c) == PM_DIGEST
 
 
 def test_eager_reconcile_closes_every_pager_flag_list(cfg):
     c = copy.deepcopy(cfg)
     c["pager_synthetic"]["eager_reconcile"] = c["pager_model"]["eager_reconcile"] = True
-    assert cells.scan_args(c, "pager-lru", 0.25, 1, 0, "all-threads-finished").endswith(
+    assert shlex.join(cells.scan_args(c, "pager-lru", 0.25, 1, 0, "all-threads-finished")).endswith(
         f"--prefetch-depth 2 {REGION_DIGESTS} --eager-reconcile")
-    assert cells.scan_args(c, "kernel-mmap", 0.25, 1, 0, "all-threads-finished").endswith(
+    assert shlex.join(cells.scan_args(c, "kernel-mmap", 0.25, 1, 0, "all-threads-finished")).endswith(
         "--watchdog-s 60 --eager-reconcile")
-    assert cells.ms_generate_args(c, "pair1/F", "m.gguf", 1).endswith(
+    assert shlex.join(cells.ms_generate_args(c, "pair1/F", "m.gguf", 1)).endswith(
         f"--huge-chunks move --consumption tensor {MODEL_DIGESTS} --eager-reconcile --windows 8 --depth 8")
     assert cells.ps_digest(c) != PS_DIGEST and cells.pm_digest(c) != PM_DIGEST
 
@@ -197,7 +198,7 @@ def test_sweep_paths(cfg):
         "results/sweep/big/pager_model.parquet", "results/sweep/big/pager_model_opt.parquet")
     assert cells.pm_table_stem(c, "big") == "results/sweep/big/tables/pager-model"
     assert cells.pm_claim(c, "synthetic-moe", "P7") == "claims/models/synthetic-moe/P7.json"
-    assert cells.generate_args(big, "m.gguf", "kernel-mmap", None).endswith(
+    assert shlex.join(cells.generate_args(big, "m.gguf", "kernel-mmap", None)).endswith(
         "--graph-plan results/runs/pager_model/big/graph-plan/graph-plan.json")
 
 
@@ -298,7 +299,7 @@ def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):
     c["matched_source"]["reserve_bytes"] += 1
     assert cells.ms_digest(c) != MS_DIGEST
     assert (cells.ps_digest(c), cells.pm_digest(c)) == (PS_DIGEST, PM_DIGEST)
-    assert cells.ms_meta(c, "pair1/D", inventory).endswith(f"--meta config_digest={cells.ms_digest(c)}")
+    assert shlex.join(cells.ms_meta(c, "pair1/D", inventory)).endswith(f"--meta config_digest={cells.ms_digest(c)}")
     # switching the model, or its user entry's sha256, is a change of every model run
     c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
@@ -310,12 +311,12 @@ def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):
 # ---- the consumption signal: pager arms only ----------------------------------------------
 
 def test_the_consumption_signal_goes_to_every_pager_cell_and_never_to_arm_a(cfg, inventory):
-    assert "--consumption tensor" in cells.generate_args(cfg, "m.gguf", "pager-declared", 123)
-    assert "--consumption tensor" in cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 123)
-    assert "--consumption" not in cells.generate_args(cfg, "m.gguf", "kernel-mmap", None)
+    assert "--consumption tensor" in shlex.join(cells.generate_args(cfg, "m.gguf", "pager-declared", 123))
+    assert "--consumption tensor" in shlex.join(cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 123))
+    assert "--consumption" not in shlex.join(cells.generate_args(cfg, "m.gguf", "kernel-mmap", None))
     c = copy.deepcopy(cfg)
     c["pager_model"]["consumption"] = "object"
-    assert "--consumption object" in cells.generate_args(c, "m.gguf", "pager-lru", 123)
+    assert "--consumption object" in shlex.join(cells.generate_args(c, "m.gguf", "pager-lru", 123))
     assert cells.pm_digest(c) != PM_DIGEST and cells.ms_digest(c) != MS_DIGEST
 
 
@@ -331,17 +332,17 @@ def test_content_digest_flags_follow_content_check(cfg):
     assert cells.model_gguf(c, "user/big") == "/data/big.gguf"
     assert cells.model_gguf(c, "synthetic-moe") == "results/models/synthetic-moe.gguf"
     # arm A fills nothing: never the flag
-    assert "--content-digests" not in cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished")
-    assert "--content-digests" not in cells.generate_args(cfg, "m.gguf", "kernel-mmap", None)
+    assert "--content-digests" not in shlex.join(cells.scan_args(cfg, "kernel-mmap", 0.5, 1, 0, "all-threads-finished"))
+    assert "--content-digests" not in shlex.join(cells.generate_args(cfg, "m.gguf", "kernel-mmap", None))
     c["pager_synthetic"]["content_check"] = c["pager_model"]["content_check"] = False
     assert cells.ps_content_digests(c) is None and cells.pm_content_digests(c) is None
-    for args in (cells.scan_args(c, "pager-lru", 0.5, 1, 0, "all-threads-finished"),
-                 cells.generate_args(c, "m.gguf", "pager-declared", 123),
-                 cells.ms_generate_args(c, "pair1/F", "m.gguf", 123)):
+    for args in (shlex.join(cells.scan_args(c, "pager-lru", 0.5, 1, 0, "all-threads-finished")),
+                 shlex.join(cells.generate_args(c, "m.gguf", "pager-declared", 123)),
+                 shlex.join(cells.ms_generate_args(c, "pair1/F", "m.gguf", 123))):
         assert "--content-digests" not in args and "--budget-bytes" in args
     # absent key: on (the documented default)
     del c["pager_model"]["content_check"]
-    assert cells.content_check(c["pager_model"]) and "--content-digests" in cells.generate_args(c, "m", "pager-lru", 1)
+    assert cells.content_check(c["pager_model"]) and "--content-digests" in shlex.join(cells.generate_args(c, "m", "pager-lru", 1))
 
 
 def test_missing_user_model_is_one_line(cfg, tmp_path):
@@ -365,14 +366,14 @@ def test_reclaim_cells_pair_the_pager_with_and_without_protection(cfg):
     base = (f"--region {REGION} --seed 1 --arm pager-declared --chunk-size 2097152 --passes 3 --threads 1 "
             "--compute-us 0 --signal all-threads-finished --watchdog-s 600 --budget-bytes 67108864 --source direct "
             f"--prefetch-depth 2 {REGION_DIGESTS}")
-    assert cells.reclaim_scan_args(cfg, "unprotected") == base
-    assert cells.reclaim_scan_args(cfg, "protected") == base + " --protect"
+    assert shlex.join(cells.reclaim_scan_args(cfg, "unprotected")) == base
+    assert shlex.join(cells.reclaim_scan_args(cfg, "protected")) == base + " --protect"
     with pytest.raises(ValueError):
-        cells.reclaim_scan_args(cfg, "half")
-    assert cells.reclaim_harness_args(cfg) == ("--budget-bytes 67108864 --reclaim-fraction 0.5 "
+        shlex.join(cells.reclaim_scan_args(cfg, "half"))
+    assert shlex.join(cells.reclaim_harness_args(cfg)) == ("--budget-bytes 67108864 --reclaim-fraction 0.5 "
                                                "--swap-bytes 268435456 --swap-dir results/swap")
     digest = cells.reclaim_digest(cfg)
-    assert cells.reclaim_meta(cfg, "protected", 2) == (
+    assert shlex.join(cells.reclaim_meta(cfg, "protected", 2)) == (
         "--meta campaign=reclaim --meta arm=pager-declared --meta protection=protected --meta r=0.5 --meta rep=2"
         f" --meta config_digest={digest}")
     # its digest follows the synthetic study and its own section, and nothing else's

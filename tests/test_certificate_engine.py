@@ -26,7 +26,7 @@ def model(tmp_path_factory):
 
 
 def generate(model, cell, out, extra=()):
-    args = cells.cert_generate_args(CONFIG, cell, model["path"]).split() + list(extra)
+    args = cells.cert_generate_args(CONFIG, cell, model["path"]) + list(extra)
     return [str(RESIDCTL), "generate", *args, "--prompt", CONFIG["pager_model"]["prompt"], "--out", str(out)]
 
 

@@ -4,6 +4,7 @@ fail when a request differs from the oracle or teardown is unbalanced, and
 insufficient-evidence (never pass) without the GPU half."""
 
 import copy
+import shlex
 
 import pandas as pd
 import pytest
@@ -18,16 +19,16 @@ CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
 def test_each_cell_runs_its_adapter_at_zero_cache_on_the_configured_windows():
-    args = fault_cells.generate_args(CONFIG, "synthetic-moe", "eio", "m.gguf")
+    args = shlex.join(fault_cells.generate_args(CONFIG, "synthetic-moe", "eio", "m.gguf"))
     f = CONFIG["faults"]
     assert "--arm pager-zero" in args and f"--source {f['source']} --windows {f['windows']}" in args
     assert args.endswith(f"--fault eio@{f['at']['eio']}") and f"--tokens {f['tokens']}" in args
-    assert "--fault" not in fault_cells.generate_args(CONFIG, "synthetic-moe", "none", "m.gguf")
-    oracle = fault_cells.generate_args(CONFIG, "smollm2", "oracle", "m.gguf")
+    assert "--fault" not in shlex.join(fault_cells.generate_args(CONFIG, "synthetic-moe", "none", "m.gguf"))
+    oracle = shlex.join(fault_cells.generate_args(CONFIG, "smollm2", "oracle", "m.gguf"))
     assert "--arm kernel-mmap" in oracle and "--budget-bytes" not in oracle
-    warm = fault_cells.generate_args(CONFIG, "synthetic-moe", "reset-warm", "m.gguf")
+    warm = shlex.join(fault_cells.generate_args(CONFIG, "synthetic-moe", "reset-warm", "m.gguf"))
     assert warm.endswith("--warm-request") and f"--arm {f['warm']['arm']}" in warm
-    assert f"--limit-bytes {f['host_cap_bytes']}" in fault_cells.harness_args(CONFIG, "smollm2", "eio")
+    assert f"--limit-bytes {f['host_cap_bytes']}" in shlex.join(fault_cells.harness_args(CONFIG, "smollm2", "eio"))
 
 
 def test_c3_set_is_every_cell_on_the_first_adapter_and_the_subset_on_the_second():

@@ -25,7 +25,7 @@ CELLS = ("oracle", "none", "eio", "stale-completion", "out-of-order", "held-cons
 
 
 def _run(model: str, cell: str, d):
-    args = fault_cells.generate_args(CONFIG, ADAPTER, cell, model).split()
+    args = fault_cells.generate_args(CONFIG, ADAPTER, cell, model)
     cmd = [str(RESIDCTL), "generate", *args, "--prompt", CONFIG["pager_model"]["prompt"], "--out", str(d)]
     meta = {"campaign": "faults", "adapter": ADAPTER, "cell": cell,
             "class": fault_cells.cell_class(cell) if cell in fault_cells.CELLS else cell}

@@ -152,7 +152,8 @@ def test_paper_scale_dry_run_once_the_model_is_listed(profile, where):
 
 
 BAD = [  # (a bad command line, where, a fragment its one line must have)
-    ("make figures CONFIG='config/paper.yaml figures'", "root", "'figures' is a folder, not a config file"),
+    ("make figures CONFIG='config/paper.yaml figures'", "root", "no config file 'config/paper.yaml figures' (a target?"),
+    ("make figures CONFIG=config", "root", "'config' is a folder, not a config file"),
     ("make figures CONFIG=config/nope.yaml", "root", "no config file 'config/nope.yaml'"),
     ("make figures PROFILE=workflow/profiles/nope", "root", "is not a Snakemake profile"),
     ("residency verify --claim P99", "work", "P99"),

@@ -4,6 +4,7 @@ identity, the gather of fake generate runs into results/speculative.parquet, C4 
 breaks), and Table 9 from the records."""
 
 import json
+import shlex
 
 import pandas as pd
 import pytest
@@ -24,12 +25,12 @@ DRAFT = {"path": "d.gguf", "bytes": 123, "sha256": "d" * 64, "type": "q4_0", "ll
 
 def test_cells_differ_only_in_the_draft_and_run_in_order():
     cfg = default()
-    g, s = (speculative.generate_args(cfg, c, "m.gguf", "d.gguf") for c in speculative.CELLS)
+    g, s = (shlex.join(speculative.generate_args(cfg, c, "m.gguf", "d.gguf")) for c in speculative.CELLS)
     c = cfg["speculative"]
     assert s == g + f" --draft d.gguf --draft-max {c['draft_max']}"
     assert f"--budget-bytes {c['budget_bytes']}" in g and f"--arm {c['arm']}" in g
     for cell in speculative.CELLS:
-        h = speculative.harness_args(cfg, cell)
+        h = shlex.join(speculative.harness_args(cfg, cell))
         assert h.startswith(f"--limit-bytes {c['host_cap_bytes']} ") and f"--meta cell={cell}" in h
     assert speculative.previous_run(GREEDY) == [] and speculative.previous_run(SPECULATIVE) == [speculative.cell_run(GREEDY)]
     gguf, ident = speculative.draft_files(cfg)

@@ -2,6 +2,7 @@
 cells' flags, and the three claims on fixture tables where each passes and where it fails."""
 
 import copy
+import shlex
 
 import pandas as pd
 import pytest
@@ -83,13 +84,13 @@ def test_normalize_and_exact_match():
 
 def test_control_is_the_resident_path_and_the_candidate_a_pager_arm_under_the_limit():
     cfg = _config()
-    ctrl = tasks.generate_args(cfg, "control", "m.gguf", 123)
-    cand = tasks.generate_args(cfg, "candidate", "m.gguf", 123)
+    ctrl = shlex.join(tasks.generate_args(cfg, "control", "m.gguf", 123))
+    cand = shlex.join(tasks.generate_args(cfg, "candidate", "m.gguf", 123))
     assert "--arm kernel-mmap" in ctrl and "--budget-bytes" not in ctrl and "--graph-plan" not in ctrl
     assert f"--arm {cfg['tasks']['arm']}" in cand and "--budget-bytes 123" in cand
     assert f"--tokens {cfg['tasks']['tokens']}" in cand and f"--ctx {cfg['tasks']['ctx']}" in cand
-    h_ctrl = tasks.harness_args(cfg, "control", 123, "o.json", 1000, "t00")
-    h_cand = tasks.harness_args(cfg, "candidate", 123, "o.json", 1000, "t00")
+    h_ctrl = shlex.join(tasks.harness_args(cfg, "control", 123, "o.json", 1000, "t00"))
+    h_cand = shlex.join(tasks.harness_args(cfg, "candidate", 123, "o.json", 1000, "t00"))
     assert "--budget-bytes" not in h_ctrl and "--meta role=control" in h_ctrl
     assert h_cand.startswith("--budget-bytes 123 --overhead o.json ") and "--meta r=0.5" in h_cand
     assert "--meta config_digest=" + tasks.tasks_digest(cfg) in h_cand

@@ -11,7 +11,7 @@ a storage state the other left. Every cell is one job under the harness.
 from __future__ import annotations
 
 from .arms import PAGER_LRU_K, PAGER_ZERO
-from .cells import digest, entry_files, entry_name, entry_view, meta_flags, model_spec, run_sections
+from .cells import digest, entry_files, entry_name, entry_view, meta_flags, model_spec, opts, run_sections
 
 RUNS = "results/runs/cache_transfer"
 TABLE = "results/cache_transfer.parquet"
@@ -60,16 +60,15 @@ def ct_digest(config: dict) -> str:
     return digest(run_sections(config) | {"cache_transfer": c, "model": model_spec(entry_view(config, c["model"]))})
 
 
-def generate_args(config: dict, arm: str, gguf: str) -> str:
+def generate_args(config: dict, arm: str, gguf: str) -> list[str]:
     """The residctl generate flags of one cell (prompt and run directory added by the rule):
     both arms the same but for the arm and, for pager-lru-k, K."""
     c = config["cache_transfer"]
-    k = f" --lru-k {c['k']}" if arm == PAGER_LRU_K else ""
-    return (f"--model {gguf} --tokens {c['tokens']} --ctx {c['ctx']} --threads {c['threads']}"
-            f" --watchdog-s {c['watchdog_s']} --arm {arm}{k} --budget-bytes {c['budget_bytes']}"
-            f" --chunk-size {c['chunk_bytes']} --huge-chunks off --source {c['source']} --windows {c['windows']}")
+    return opts(model=gguf, tokens=c["tokens"], ctx=c["ctx"], threads=c["threads"], watchdog_s=c["watchdog_s"],
+                arm=arm, lru_k=c["k"] if arm == PAGER_LRU_K else None, budget_bytes=c["budget_bytes"],
+                chunk_size=c["chunk_bytes"], huge_chunks="off", source=c["source"], windows=c["windows"])
 
 
-def harness_args(config: dict, pair: int, arm: str) -> str:
+def harness_args(config: dict, pair: int, arm: str) -> list[str]:
     return meta_flags(ct_digest(config), {"campaign": "cache_transfer", "arm": arm, "pair": int(pair),
                                           "order": order(config).index((int(pair), arm))})

@@ -40,9 +40,30 @@ def run_dir(output) -> str:
     return str(Path(output[0]).parent)
 
 
-def meta_flags(config_digest: str, kv: dict) -> str:
+def run_dirs(records) -> list[str]:
+    """The run directories of run records (harness.json paths), one argument each."""
+    return [str(Path(p).parent) for p in records]
+
+
+def opts(**kv) -> list[str]:
+    """Command-line options as an argument list, in the given order: `chunk_size=2` is
+    ["--chunk-size", "2"], True a bare flag, None or False nothing. Every flag builder here
+    returns such a list: the rules quote each element (`{params.gen:q}`), so a value from a
+    config (a path with a space or a `$(...)`) reaches its program as one argument, never
+    as shell text."""
+    out = []
+    for k, v in kv.items():
+        if v is None or v is False:
+            continue
+        out.append("--" + k.replace("_", "-"))
+        if v is not True:
+            out.append(str(v))
+    return out
+
+
+def meta_flags(config_digest: str, kv: dict) -> list[str]:
     """--meta flags: the cell's coordinates, then the config digest (recorded in harness.json)."""
-    return " ".join(f"--meta {k}={v}" for k, v in kv.items()) + f" --meta config_digest={config_digest}"
+    return [a for k, v in [*kv.items(), ("config_digest", config_digest)] for a in ("--meta", f"{k}={v}")]
 
 
 def pager_flags(section: dict, arm: str, budget, source: str, extra: list[str], digests: str | None) -> list[str]:
@@ -50,15 +71,9 @@ def pager_flags(section: dict, arm: str, budget, source: str, extra: list[str], 
     --eager-reconcile. `digests`: the content digests every fill is checked against."""
     out = []
     if arm != arms.KERNEL_MMAP:
-        out += [f"--budget-bytes {budget}", f"--source {source}", f"--prefetch-depth {section['prefetch_depth']}",
-                *extra]
-        if "consumption" in section:
-            out.append(f"--consumption {section['consumption']}")
-        if digests:
-            out.append(f"--content-digests {digests}")
-    if section["eager_reconcile"]:
-        out.append("--eager-reconcile")
-    return out
+        out += opts(budget_bytes=budget, source=source, prefetch_depth=section["prefetch_depth"]) + extra
+        out += opts(consumption=section.get("consumption"), content_digests=digests or None)
+    return out + opts(eager_reconcile=bool(section["eager_reconcile"]))
 
 
 def model_identity(gguf_path: str) -> str:
@@ -127,18 +142,14 @@ def budget_bytes(config: dict, r) -> int:
     return int(float(r) * config["pager_synthetic"]["region_bytes"])
 
 
-def scan_args(config: dict, arm: str, r, threads, compute_us, signal, passes=None, watchdog_s=None) -> str:
+def scan_args(config: dict, arm: str, r, threads, compute_us, signal, passes=None, watchdog_s=None) -> list[str]:
     """The residctl scan flags of one cell (the run directory is added by the rule); passes
     and watchdog default to the synthetic study's."""
     ps = config["pager_synthetic"]
-    args = [
-        f"--region {region(config)}", f"--seed {ps['seed']}", f"--arm {arm}",
-        f"--chunk-size {ps['chunk_bytes']}", f"--passes {passes or ps['passes']}",
-        f"--threads {threads}", f"--compute-us {compute_us}", f"--signal {signal}",
-        f"--watchdog-s {watchdog_s or ps['watchdog_s']}",
-    ]
-    return " ".join(args + pager_flags(ps, arm, budget_bytes(config, r), ps["source"], [],
-                                       ps_content_digests(config)))
+    args = opts(region=region(config), seed=ps["seed"], arm=arm, chunk_size=ps["chunk_bytes"],
+                passes=passes or ps["passes"], threads=threads, compute_us=compute_us, signal=signal,
+                watchdog_s=watchdog_s or ps["watchdog_s"])
+    return args + pager_flags(ps, arm, budget_bytes(config, r), ps["source"], [], ps_content_digests(config))
 
 
 def stress_jitter_us(config: dict, compute_us) -> int:
@@ -147,16 +158,16 @@ def stress_jitter_us(config: dict, compute_us) -> int:
     return config["pager_synthetic"]["stress"]["jitter_us"] if int(compute_us) > 0 else 0
 
 
-def stress_scan_args(config: dict, arm: str, threads, compute_us, signal) -> str:
+def stress_scan_args(config: dict, arm: str, threads, compute_us, signal) -> list[str]:
     """The residctl scan flags of one stress cell: the stress ratio, and driver threads kept
     in step (`step`) or free-running (`none`) with seeded per-thread compute jitter, so the
     racy signal's race can happen (config/README.md says why)."""
     s = config["pager_synthetic"]["stress"]
     return (scan_args(config, arm, s["ratio"], threads, compute_us, signal)
-            + f" --sync {s['sync']} --jitter-us {stress_jitter_us(config, compute_us)} --jitter-seed {s['jitter_seed']}")
+            + opts(sync=s["sync"], jitter_us=stress_jitter_us(config, compute_us), jitter_seed=s["jitter_seed"]))
 
 
-def stress_meta(config: dict, arm: str, threads, compute_us, signal, rep) -> str:
+def stress_meta(config: dict, arm: str, threads, compute_us, signal, rep) -> list[str]:
     """The --meta flags of a stress cell: its coordinates in the matrix, sync and jitter included."""
     s = config["pager_synthetic"]["stress"]
     return harness_meta(config, campaign="stress", arm=arm, r=ratio_str(s["ratio"]), rep=rep, threads=threads,
@@ -164,7 +175,7 @@ def stress_meta(config: dict, arm: str, threads, compute_us, signal, rep) -> str
                         jitter_us=stress_jitter_us(config, compute_us))
 
 
-def harness_meta(config: dict, **kv) -> str:
+def harness_meta(config: dict, **kv) -> list[str]:
     return meta_flags(ps_digest(config), kv)
 
 
@@ -368,24 +379,21 @@ def graph_plan_flags(config: dict) -> list[str]:
     with consumption tensor, release nodes and read order); --prompt, --graph-plan-out and
     --out are the caller's."""
     pm = config["pager_model"]
-    return ["--arm", "kernel-mmap", "--tokens", "2", "--threads", str(pm["threads"]), "--ctx", str(pm["ctx"]),
-            "--consumption", pm["consumption"]]
+    return opts(arm="kernel-mmap", tokens=2, threads=pm["threads"], ctx=pm["ctx"], consumption=pm["consumption"])
 
 
-def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None, threads=None) -> str:
+def generate_args(config: dict, model: str, arm: str, budget, source: str | None = None, threads=None) -> list[str]:
     """The residctl generate flags of one cell (run directory added by the rule); `threads`
     overrides pager_model.threads (the matched cells run their own count)."""
     pm = config["pager_model"]
-    args = [
-        f"--model {model}", f"--arm {arm}", f"--chunk-size {pm['chunk_bytes']}",
-        f"--tokens {pm['tokens']}", f"--threads {pm['threads'] if threads is None else threads}", f"--ctx {pm['ctx']}",
-        f"--watchdog-s {pm['watchdog_s']}", f"--graph-plan {pm_graph_plan(config)}",
-    ]
-    huge = [f"--huge-chunks {pm['huge_chunks']}"]
-    return " ".join(args + pager_flags(pm, arm, budget, source or pm["source"], huge, pm_content_digests(config)))
+    args = opts(model=model, arm=arm, chunk_size=pm["chunk_bytes"], tokens=pm["tokens"],
+                threads=pm["threads"] if threads is None else threads, ctx=pm["ctx"], watchdog_s=pm["watchdog_s"],
+                graph_plan=pm_graph_plan(config))
+    huge = opts(huge_chunks=pm["huge_chunks"])
+    return args + pager_flags(pm, arm, budget, source or pm["source"], huge, pm_content_digests(config))
 
 
-def pm_meta(config: dict, **kv) -> str:
+def pm_meta(config: dict, **kv) -> list[str]:
     return meta_flags(pm_digest(config), kv)
 
 
@@ -412,13 +420,13 @@ def pm_roofline_runs(config: dict) -> list[str]:
             for k in _reps(config["pager_model"]["roofline_reps"])]
 
 
-def roofline_stream_args(config: dict, model: str) -> str:
+def roofline_stream_args(config: dict, model: str) -> list[str]:
     """`residctl stream` over the model file as the pager's fills read it: the campaign's chunk
     size and source (direct: O_DIRECT, one read in flight; buffered: pread), one consumer."""
     pm = config["pager_model"]
     chunk = pm["chunk_bytes"]
-    return (f"--file {model} --object-bytes {chunk} --window-bytes {chunk} --source {pm['source']}"
-            f" --windows 1 --depth 1 --consumers 1 --watchdog-s {pm['watchdog_s']}")
+    return opts(file=model, object_bytes=chunk, window_bytes=chunk, source=pm["source"], windows=1, depth=1,
+                consumers=1, watchdog_s=pm["watchdog_s"])
 
 
 def pm_roofline(config: dict, name: str) -> str:
@@ -510,7 +518,7 @@ def ms_pager_budget(config: dict, cell: str, inventory) -> int:
     return pm_budget(inventory, config["matched_source"]["ratio"])
 
 
-def ms_generate_args(config: dict, cell: str, model: str, budget) -> str:
+def ms_generate_args(config: dict, cell: str, model: str, budget) -> list[str]:
     ms = config["matched_source"]
     arm, _ = ms_cell(cell)
     # The oracle is the same-build synchronous-source control: direct, without a host limit.
@@ -518,11 +526,11 @@ def ms_generate_args(config: dict, cell: str, model: str, budget) -> str:
     # Every matched cell, the oracle included, runs matched_source.threads compute threads.
     args = generate_args(config, model, ms["policy"], budget, source=source, threads=ms["threads"])
     if arm == arms.ASYNC:
-        args += f" --windows {ms['windows']} --depth {ms['depth']}"
+        args += opts(windows=ms["windows"], depth=ms["depth"])
     return args
 
 
-def ms_meta(config: dict, cell: str, inventory) -> str:
+def ms_meta(config: dict, cell: str, inventory) -> list[str]:
     """The --meta flags of a matched cell: where it sits in the campaign and what it holds fixed."""
     ms = config["matched_source"]
     arm, block = ms_cell(cell)
@@ -555,25 +563,25 @@ def reclaim_budget(config: dict) -> int:
     return budget_bytes(config, config["reclaim"]["ratio"])
 
 
-def reclaim_scan_args(config: dict, protection: str) -> str:
+def reclaim_scan_args(config: dict, protection: str) -> list[str]:
     """The scan of a reclaim cell: the synthetic study's arm at the reclaim ratio, its own
     passes and watchdog, and --protect in the protected arm."""
     if protection not in RECLAIM_ARMS:
         raise ValueError(f"reclaim arm {protection!r} not in {RECLAIM_ARMS}")
     rc = config["reclaim"]
     args = scan_args(config, rc["arm"], rc["ratio"], 1, 0, "all-threads-finished", rc["passes"], rc["watchdog_s"])
-    return args + (" --protect" if protection == "protected" else "")
+    return args + opts(protect=protection == "protected")
 
 
-def reclaim_harness_args(config: dict) -> str:
+def reclaim_harness_args(config: dict) -> list[str]:
     """The harness flags that make a cell a reclaim cell: pressure at O + fraction x budget,
     and a swap file for the cell only."""
     rc = config["reclaim"]
-    return (f"--budget-bytes {reclaim_budget(config)} --reclaim-fraction {rc['pressure_fraction']}"
-            f" --swap-bytes {rc['swap_bytes']} --swap-dir {SWAP_DIR}")
+    return opts(budget_bytes=reclaim_budget(config), reclaim_fraction=rc["pressure_fraction"],
+                swap_bytes=rc["swap_bytes"], swap_dir=SWAP_DIR)
 
 
-def reclaim_meta(config: dict, protection: str, rep) -> str:
+def reclaim_meta(config: dict, protection: str, rep) -> list[str]:
     rc = config["reclaim"]
     return meta_flags(reclaim_digest(config), {"campaign": "reclaim", "arm": rc["arm"], "protection": protection,
                                                "r": ratio_str(rc["ratio"]), "rep": rep})
@@ -619,19 +627,19 @@ def cert_record() -> str:
     return f"{CERT_RUNS}/certificate.json"
 
 
-def cert_generate_args(config: dict, cell: str, model: str) -> str:
+def cert_generate_args(config: dict, cell: str, model: str) -> list[str]:
     """The certified run: its arm at its weight budget; the oracle: the same build's
     zero-cache arm (every step refilled), same budget, no host limit."""
     c = config["certificate"]
     arm = c["arm"] if cell == "certified" else "pager-zero"
-    return (f"--model {model} --arm {arm} --budget-bytes {c['budget_bytes']} --chunk-size {c['chunk_bytes']}"
-            f" --tokens {c['tokens']} --ctx {c['ctx']} --threads {config['pager_model']['threads']}"
-            f" --watchdog-s {c['watchdog_s']} --eager-reconcile")
+    return opts(model=model, arm=arm, budget_bytes=c["budget_bytes"], chunk_size=c["chunk_bytes"],
+                tokens=c["tokens"], ctx=c["ctx"], threads=config["pager_model"]["threads"],
+                watchdog_s=c["watchdog_s"], eager_reconcile=True)
 
 
-def cert_harness_args(config: dict, cell: str) -> str:
+def cert_harness_args(config: dict, cell: str) -> list[str]:
     """H_cap for the certified run (the oracle has none), and the declared GPU allowance."""
     c = config["certificate"]
-    cap = f"--limit-bytes {c['host_cap_bytes']} " if cell == "certified" else ""
-    return (cap + f"--gpu-declared-bytes {c['gpu_declared_bytes']} --gpu-interval-s {c['gpu_interval_s']}"
-            + " " + meta_flags(cert_digest(config), {"campaign": "certificate", "cell": cell}))
+    cap = c["host_cap_bytes"] if cell == "certified" else None
+    return (opts(limit_bytes=cap, gpu_declared_bytes=c["gpu_declared_bytes"], gpu_interval_s=c["gpu_interval_s"])
+            + meta_flags(cert_digest(config), {"campaign": "certificate", "cell": cell}))

@@ -12,7 +12,7 @@ adapter: primary request -> reset -> warm request -> reset -> shutdown in one pr
 
 from __future__ import annotations
 
-from .cells import digest, entry_files, entry_name, entry_view, meta_flags, model_spec, run_sections
+from .cells import digest, entry_files, entry_name, entry_view, meta_flags, model_spec, opts, run_sections
 
 FAULT_RUNS = "results/runs/faults"
 FAULT_TABLE = "results/faults.parquet"
@@ -92,28 +92,27 @@ def c3_set(config: dict) -> list[tuple[str, str]]:
     return first + [(a[1], c) for c in config["faults"]["c3_second_adapter"]] if len(a) > 1 else first
 
 
-def fault_flag(config: dict, cell: str) -> str:
+def fault_flag(config: dict, cell: str) -> list[str]:
     if cell in (ORACLE, CONTROL, WARM):
-        return ""
-    return f" --fault {cell}@{config['faults']['at'][cell]}"
+        return []
+    return opts(fault=f"{cell}@{config['faults']['at'][cell]}")
 
 
-def generate_args(config: dict, adapter: str, cell: str, model: str) -> str:
+def generate_args(config: dict, adapter: str, cell: str, model: str) -> list[str]:
     """The residctl generate flags of one cell (prompt and run directory added by the rule)."""
     f = config["faults"]
-    common = (f"--model {model} --tokens {f['tokens']} --ctx {f['ctx']} --threads {f['threads']}"
-              f" --watchdog-s {f['watchdog_s']}")
+    common = opts(model=model, tokens=f["tokens"], ctx=f["ctx"], threads=f["threads"], watchdog_s=f["watchdog_s"])
     if cell == ORACLE:
-        return f"{common} --arm kernel-mmap"
+        return common + opts(arm="kernel-mmap")
     w = f["warm"] if cell == WARM else {"arm": "pager-zero", "budget_bytes": f["budget_bytes"]}
-    pager = (f" --arm {w['arm']} --budget-bytes {w['budget_bytes']} --chunk-size {f['chunk_bytes']}"
-             f" --huge-chunks off --source {f['source']} --windows {f['windows']}")
-    return common + pager + fault_flag(config, cell) + (" --warm-request" if cell == WARM else "")
+    pager = opts(arm=w["arm"], budget_bytes=w["budget_bytes"], chunk_size=f["chunk_bytes"], huge_chunks="off",
+                 source=f["source"], windows=f["windows"])
+    return common + pager + fault_flag(config, cell) + opts(warm_request=cell == WARM)
 
 
-def harness_args(config: dict, adapter: str, cell: str) -> str:
+def harness_args(config: dict, adapter: str, cell: str) -> list[str]:
     """The hard host limit of every cell (the oracle's too: the same contract) and its meta."""
-    return (f"--limit-bytes {config['faults']['host_cap_bytes']} "
+    return (opts(limit_bytes=config["faults"]["host_cap_bytes"])
             + meta_flags(faults_digest(config, adapter),
                          {"campaign": "faults", "adapter": adapter, "cell": cell, "class": cell_class(cell)
                           if cell in CELLS else cell}))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cells import MODELS_DIR, digest, entry_files, entry_name, entry_view, meta_flags, model_spec, run_sections
+from .cells import MODELS_DIR, digest, entry_files, entry_name, entry_view, meta_flags, model_spec, opts, run_sections
 
 RUNS = "results/runs/speculative"
 TABLE = "results/speculative.parquet"
@@ -58,19 +58,19 @@ def spec_digest(config: dict) -> str:
                                           "model": model_spec(entry_view(config, c["model"]))})
 
 
-def generate_args(config: dict, cell: str, gguf: str, draft: str) -> str:
+def generate_args(config: dict, cell: str, gguf: str, draft: str) -> list[str]:
     """The residctl generate flags of one cell (prompt and run directory added by the rule):
     both the same but for --draft."""
     c = config["speculative"]
-    spec = f" --draft {draft} --draft-max {c['draft_max']}" if cell == SPECULATIVE else ""
-    return (f"--model {gguf} --tokens {c['tokens']} --ctx {c['ctx']} --threads {c['threads']}"
-            f" --watchdog-s {c['watchdog_s']} --arm {c['arm']} --budget-bytes {c['budget_bytes']}"
-            f" --chunk-size {c['chunk_bytes']} --huge-chunks off --source {c['source']} --windows {c['windows']}{spec}")
+    spec = opts(draft=draft, draft_max=c["draft_max"]) if cell == SPECULATIVE else []
+    return opts(model=gguf, tokens=c["tokens"], ctx=c["ctx"], threads=c["threads"], watchdog_s=c["watchdog_s"],
+                arm=c["arm"], budget_bytes=c["budget_bytes"], chunk_size=c["chunk_bytes"], huge_chunks="off",
+                source=c["source"], windows=c["windows"]) + spec
 
 
-def harness_args(config: dict, cell: str) -> str:
+def harness_args(config: dict, cell: str) -> list[str]:
     """The hard host limit of both cells and the cell's meta."""
     c = config["speculative"]
-    return (f"--limit-bytes {c['host_cap_bytes']} "
+    return (opts(limit_bytes=c["host_cap_bytes"])
             + meta_flags(spec_digest(config), {"campaign": "speculative", "arm": c["arm"], "cell": cell,
                                                "order": CELLS.index(cell)}))

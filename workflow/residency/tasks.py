@@ -162,26 +162,26 @@ def role_arm(config: dict, role: str) -> str:
     return arms.KERNEL_MMAP if role == "control" else config["tasks"]["arm"]
 
 
-def generate_args(config: dict, role: str, model: str, budget) -> str:
+def generate_args(config: dict, role: str, model: str, budget) -> list[str]:
     """residctl generate flags of one task run (prompt and run directory added by the rule).
     No --graph-plan: each prompt has its own prefill shape, so the run learns its own."""
     view = cells.model_view(config)
     pm, t = view["pager_model"], config["tasks"]
     arm = role_arm(config, role)
-    args = [f"--model {model}", f"--arm {arm}", f"--chunk-size {pm['chunk_bytes']}", f"--tokens {t['tokens']}",
-            f"--threads {pm['threads']}", f"--ctx {t['ctx']}", f"--watchdog-s {pm['watchdog_s']}"]
-    huge = [f"--huge-chunks {pm['huge_chunks']}"]
-    return " ".join(args + cells.pager_flags(pm, arm, budget, pm["source"], huge, cells.pm_content_digests(view)))
+    args = cells.opts(model=model, arm=arm, chunk_size=pm["chunk_bytes"], tokens=t["tokens"], threads=pm["threads"],
+                      ctx=t["ctx"], watchdog_s=pm["watchdog_s"])
+    huge = cells.opts(huge_chunks=pm["huge_chunks"])
+    return args + cells.pager_flags(pm, arm, budget, pm["source"], huge, cells.pm_content_digests(view))
 
 
-def harness_args(config: dict, role: str, budget, overhead: str, t_repr: int, task_id: str) -> str:
+def harness_args(config: dict, role: str, budget, overhead: str, t_repr: int, task_id: str) -> list[str]:
     """The candidate runs under the hard host limit r * T_repr + O (the study's calibrated
     overhead); the control, the resident path, under none."""
     t = config["tasks"]
     kv = {"campaign": "tasks", "task": task_id, "role": role, "arm": role_arm(config, role),
           "t_repr_bytes": t_repr}
-    limit = ""
+    limit = []
     if role == "candidate":
         kv["r"] = cells.ratio_str(t["ratio"])
-        limit = f"--budget-bytes {budget} --overhead {overhead} "
+        limit = cells.opts(budget_bytes=budget, overhead=overhead)
     return limit + cells.meta_flags(tasks_digest(config), kv)

@@ -13,7 +13,7 @@ rule analyse_pager_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency analyse pager-synthetic --runs {input.runs} --opt-out {output.opt} --determinism-out {output.determinism} 2> {log}"
+        "residency analyse pager-synthetic --runs {input.runs:q} --opt-out {output.opt:q} --determinism-out {output.determinism:q} 2> {log:q}"
 
 
 rule analyse_pager_model:
@@ -27,7 +27,7 @@ rule analyse_pager_model:
     conda:
         CONDA_ENV
     shell:
-        "residency analyse pager-model --runs {input.runs} --opt-out {output.opt} 2> {log}"
+        "residency analyse pager-model --runs {input.runs:q} --opt-out {output.opt:q} 2> {log:q}"
 
 
 use rule analyse_pager_model as analyse_pager_model_sweep with:

@@ -31,8 +31,8 @@ rule cache_transfer_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.harness:q} --drop-cache {input.model:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule gather_cache_transfer:
@@ -42,10 +42,10 @@ rule gather_cache_transfer:
     output:
         cache_transfer.TABLE,
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
     log:
         f"{LOGS}/gather-cache-transfer.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather cache-transfer --out {output} {params.dirs} 2> {log}"
+        "residency gather cache-transfer --out {output:q} {params.dirs:q} 2> {log:q}"

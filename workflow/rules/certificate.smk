@@ -30,8 +30,8 @@ rule certificate_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.harness:q} --drop-cache {input.model:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule certificate_record:
@@ -51,8 +51,8 @@ rule certificate_record:
     conda:
         CONDA_ENV
     shell:
-        "residency certificate --run {params.run} --oracle {params.oracle} --model-identity {input.identity}"
-        " --reserve-bytes {params.reserve} --out {output} 2> {log}"
+        "residency certificate --run {params.run:q} --oracle {params.oracle:q} --model-identity {input.identity:q}"
+        " --reserve-bytes {params.reserve:q} --out {output:q} 2> {log:q}"
 
 
 rule gather_certificate:
@@ -72,5 +72,5 @@ rule gather_certificate:
     conda:
         CONDA_ENV
     shell:
-        "residency gather certificate --oracle {params.oracle} --model-identity {input.identity}"
-        " --reserve-bytes {params.reserve} --record {input.record} --out {output} {params.run} 2> {log}"
+        "residency gather certificate --oracle {params.oracle:q} --model-identity {input.identity:q}"
+        " --reserve-bytes {params.reserve:q} --record {input.record:q} --out {output:q} {params.run:q} 2> {log:q}"

@@ -3,7 +3,6 @@
 # only grows), which the ledger counts.
 
 import json as _json
-import shlex as _shlex
 
 from residency import claims as _claims
 from residency import protocol as _protocol
@@ -27,15 +26,15 @@ rule claim:
     wildcard_constraints:
         claim_id="|".join(CLAIM_IDS),
     params:
-        settings=_shlex.quote(CLAIM_SETTINGS),
-        protocol=lambda w: _shlex.quote(claim_protocol(w.claim_id)),
+        settings=CLAIM_SETTINGS,
+        protocol=lambda w: claim_protocol(w.claim_id),
     log:
         f"{LOGS}/claims/{{claim_id}}.log",
     conda:
         CONDA_ENV
     shell:
-        "residency claim {wildcards.claim_id} --settings {params.settings} --protocol {params.protocol}"
-        " --out {output} 2> {log}"
+        "residency claim {wildcards.claim_id:q} --settings {params.settings:q} --protocol {params.protocol:q}"
+        " --out {output:q} 2> {log:q}"
 
 
 # The model claims of every further model of pager_model.models, from its own Parquet
@@ -52,16 +51,16 @@ rule claim_sweep:
         claim_id="|".join(MODEL_CLAIM_IDS),
         model=SWEEP_MODEL_RE,
     params:
-        settings=_shlex.quote(CLAIM_SETTINGS),
-        protocol=lambda w: _shlex.quote(claim_protocol(w.claim_id, w.model)),
+        settings=CLAIM_SETTINGS,
+        protocol=lambda w: claim_protocol(w.claim_id, w.model),
         results=lambda w: f"{cells.SWEEP}/{w.model}",
     log:
         f"{LOGS}/sweep/{{model}}/claims/{{claim_id}}.log",
     conda:
         CONDA_ENV
     shell:
-        "residency claim {wildcards.claim_id} --settings {params.settings} --protocol {params.protocol}"
-        " --results {params.results} --out {output} 2> {log}"
+        "residency claim {wildcards.claim_id:q} --settings {params.settings:q} --protocol {params.protocol:q}"
+        " --results {params.results:q} --out {output:q} 2> {log:q}"
 
 
 rule ledger:
@@ -75,7 +74,7 @@ rule ledger:
     conda:
         CONDA_ENV
     shell:
-        "residency ledger --out {output} {input.records} 2> {log}"
+        "residency ledger --out {output:q} {input.records:q} 2> {log:q}"
 
 
 rule ledger_sweep:
@@ -91,4 +90,4 @@ rule ledger_sweep:
     conda:
         CONDA_ENV
     shell:
-        "residency ledger --out {output} {input.records} 2> {log}"
+        "residency ledger --out {output:q} {input.records:q} 2> {log:q}"

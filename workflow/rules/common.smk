@@ -4,7 +4,6 @@
 
 import json
 import re
-import shlex
 from functools import partial
 
 from residency import arms, cache_transfer, cells, fault_cells, speculative
@@ -26,14 +25,15 @@ def residency_code(*modules):
 
 ratio_str = cells.ratio_str
 run_dir = cells.run_dir
+run_dirs = cells.run_dirs
 model_identity = cells.model_identity
 model_inventory = cells.model_inventory
 
 # Content digests of a model or region file (residctl inventory), checked against the sha256
 # of its identity record: the rules making them have inputs engine, file and identity.
 CONTENT_DIGESTS_CMD = (
-    "residency model digests --residctl {input.engine} --file {input.file:q} --chunk-size {wildcards.chunk}"
-    " --identity {input.identity} --out {output} 2> {log}"
+    "residency model digests --residctl {input.engine:q} --file {input.file:q} --chunk-size {wildcards.chunk:q}"
+    " --identity {input.identity:q} --out {output:q} 2> {log:q}"
 )
 
 # ---- the synthetic pager study ------------------------------------------------------------

@@ -27,9 +27,9 @@ rule engine:
     conda:
         CONDA_ENV
     shell:
-        "(cmake -S {params.src:q} -B {params.build_dir} -DCMAKE_BUILD_TYPE={params.build_type}"
-        " -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH={params.llama_prefix}"
-        " && cmake --build {params.build_dir} --target residctl -j2) > {log} 2>&1"
+        "(cmake -S {params.src:q} -B {params.build_dir:q} -DCMAKE_BUILD_TYPE={params.build_type:q}"
+        " -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH={params.llama_prefix:q}"
+        " && cmake --build {params.build_dir:q} --target residctl -j2) > {log:q} 2>&1"
 
 
 rule probe:
@@ -42,7 +42,7 @@ rule probe:
     conda:
         CONDA_ENV
     shell:
-        "{input} probe --dir results > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        "{input:q} probe --dir results > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule machine:
@@ -53,4 +53,4 @@ rule machine:
     conda:
         CONDA_ENV
     shell:
-        "residency machine --out {output} 2> {log}"
+        "residency machine --out {output:q} 2> {log:q}"

@@ -31,8 +31,8 @@ rule fault_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.harness:q} --drop-cache {input.model:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule gather_faults:
@@ -43,14 +43,14 @@ rule gather_faults:
     output:
         fault_cells.FAULT_TABLE,
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs if "/oracle/" not in p),
-        prespecified=shlex.quote(json.dumps(fault_cells.c3_set(config))),
+        dirs=lambda w, input: run_dirs(p for p in input.runs if "/oracle/" not in p),
+        prespecified=json.dumps(fault_cells.c3_set(config)),
     log:
         f"{LOGS}/gather-faults.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather faults --prespecified {params.prespecified} --out {output} {params.dirs} 2> {log}"
+        "residency gather faults --prespecified {params.prespecified:q} --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule gather_reset_warm:
@@ -68,4 +68,4 @@ rule gather_reset_warm:
     conda:
         CONDA_ENV
     shell:
-        "residency gather reset-warm --oracle {params.oracle} --out {output} {params.run} 2> {log}"
+        "residency gather reset-warm --oracle {params.oracle:q} --out {output:q} {params.run:q} 2> {log:q}"

@@ -24,7 +24,7 @@ rule figure_02:
     conda:
         CONDA_ENV
     shell:
-        "residency figure 02 --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+        "residency figure 02 --runs {input.runs:q} --opt {input.opt:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule figure_model:
@@ -46,8 +46,8 @@ rule figure_model:
     conda:
         CONDA_ENV
     shell:
-        "residency figure {wildcards.number} --runs {input.runs} --opt {input.opt} --roofline {input.roofline}"
-        " --out-stem {params.stem} 2> {log}"
+        "residency figure {wildcards.number:q} --runs {input.runs:q} --opt {input.opt:q} --roofline {input.roofline:q}"
+        " --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule figure_08:
@@ -65,7 +65,7 @@ rule figure_08:
     conda:
         CONDA_ENV
     shell:
-        "residency figure 08 --runs {input.runs} --out-stem {params.stem} 2> {log}"
+        "residency figure 08 --runs {input.runs:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule figure_04:
@@ -82,4 +82,4 @@ rule figure_04:
     conda:
         CONDA_ENV
     shell:
-        "residency figure 04 --runs {input.runs} --out-stem {params.stem} 2> {log}"
+        "residency figure 04 --runs {input.runs:q} --out-stem {params.stem:q} 2> {log:q}"

@@ -11,14 +11,14 @@ rule gather_pager_synthetic:
     output:
         "results/pager_synthetic.parquet",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
     log:
         f"{LOGS}/gather-pager-synthetic.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather pager-synthetic --region-identity {input.region} --llama-identity {input.llama}"
-        " --out {output} {params.dirs} 2> {log}"
+        "residency gather pager-synthetic --region-identity {input.region:q} --llama-identity {input.llama:q}"
+        " --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule gather_pager_model:
@@ -30,15 +30,15 @@ rule gather_pager_model:
     output:
         "results/pager_model.parquet",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
         oracle=lambda w, input: str(Path(input.runs[len(cells.pm_cells(mv(w)))]).parent),  # baseline rep 1
     log:
         f"{LOGS}/gather-pager-model.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather pager-model --oracle {params.oracle} --model-identity {input.identity}"
-        " --llama-identity {input.llama} --out {output} {params.dirs} 2> {log}"
+        "residency gather pager-model --oracle {params.oracle:q} --model-identity {input.identity:q}"
+        " --llama-identity {input.llama:q} --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 # Every further model of pager_model.models: the same gather, into its own results/sweep/<name>/.
@@ -59,13 +59,13 @@ rule gather_pager_model_roofline:
     output:
         "results/pager_model_roofline.parquet",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
     log:
         f"{LOGS}/gather-pager-model-roofline.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather pager-model-roofline --out {output} {params.dirs} 2> {log}"
+        "residency gather pager-model-roofline --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 use rule gather_pager_model_roofline as gather_pager_model_roofline_sweep with:
@@ -86,15 +86,15 @@ rule gather_matched_source:
     output:
         "results/matched_source.parquet",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
         oracle=lambda w, input: str(Path(input.runs[0]).parent),  # MS_CELLS starts with the oracle
     log:
         f"{LOGS}/gather-matched-source.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather matched-source --oracle {params.oracle} --model-identity {input.identity}"
-        " --llama-identity {input.llama} --out {output} {params.dirs} 2> {log}"
+        "residency gather matched-source --oracle {params.oracle:q} --model-identity {input.identity:q}"
+        " --llama-identity {input.llama:q} --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule gather_reclaim:
@@ -106,11 +106,11 @@ rule gather_reclaim:
     output:
         "results/reclaim.parquet",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
     log:
         f"{LOGS}/gather-reclaim.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather reclaim --region-identity {input.region} --llama-identity {input.llama}"
-        " --out {output} {params.dirs} 2> {log}"
+        "residency gather reclaim --region-identity {input.region:q} --llama-identity {input.llama:q}"
+        " --out {output:q} {params.dirs:q} 2> {log:q}"

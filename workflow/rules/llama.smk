@@ -10,7 +10,6 @@
 #
 # `snakemake --cores 2 llama` builds it alone.
 
-import shlex
 import sys
 
 LLAMA = config["llama"]
@@ -40,8 +39,8 @@ rule llama_sdist:
     conda:
         CONDA_ENV
     shell:
-        "{params.py:q} -m residency.llama_build fetch --version {params.version} --sha256 {params.sha256}"
-        " --out {output:q} 2> {log}"
+        "{params.py:q} -m residency.llama_build fetch --version {params.version:q} --sha256 {params.sha256:q}"
+        " --out {output:q} 2> {log:q}"
 
 
 rule llama_build:
@@ -53,15 +52,15 @@ rule llama_build:
         header=LLAMA_HEADER,
     params:
         py=LLAMA_PY,
-        sdist=lambda wc, input: f"--sdist {shlex.quote(input.sdist[0])}" if input.sdist else "",
-        source_dir=f"--source-dir {shlex.quote(LLAMA['source_dir'])}" if LLAMA["source_dir"] else "",
+        sdist=lambda wc, input: ["--sdist", input.sdist[0]] if input.sdist else [],
+        source_dir=["--source-dir", LLAMA["source_dir"]] if LLAMA["source_dir"] else [],
         sha256=LLAMA["sdist_sha256"],
         version=LLAMA["sdist_version"],
         commit=LLAMA["commit"],
         build_dir=lambda w, output: str(Path(output.identity).parent.parent),
         build_type=LLAMA["build_type"],
         native="true" if LLAMA["native"] else "false",
-        extra=" ".join(shlex.quote(f"--cmake-arg={a}") for a in LLAMA["cmake_args"]),
+        extra=[f"--cmake-arg={a}" for a in LLAMA["cmake_args"]],
     threads: 2  # scaled down to --cores by Snakemake when fewer are given
     resources:
         mem_mb=4000,
@@ -70,8 +69,8 @@ rule llama_build:
     conda:
         CONDA_ENV
     shell:
-        "{params.py:q} -m residency.llama_build build {params.sdist} {params.source_dir}"
-        " --sdist-sha256 {params.sha256} --sdist-version {params.version} --commit {params.commit}"
-        " --build-dir {params.build_dir:q} --build-type {params.build_type} --native {params.native}"
-        " {params.extra} --identity {output.identity} -j {threads} > {log} 2>&1"
-        " || (grep -m1 '^llama error' {log} >&2 || tail -n 30 {log} >&2; exit 1)"
+        "{params.py:q} -m residency.llama_build build {params.sdist:q} {params.source_dir:q}"
+        " --sdist-sha256 {params.sha256:q} --sdist-version {params.version:q} --commit {params.commit:q}"
+        " --build-dir {params.build_dir:q} --build-type {params.build_type:q} --native {params.native:q}"
+        " {params.extra:q} --identity {output.identity:q} -j {threads:q} > {log:q} 2>&1"
+        " || (grep -m1 '^llama error' {log:q} >&2 || tail -n 30 {log:q} >&2; exit 1)"

@@ -20,8 +20,8 @@ rule matched_source_cell:
         cell=MS_CELL_PATTERN,
     params:
         dir=lambda w, output: run_dir(output),
-        limit=lambda w, input: "" if w.cell == arms.ORACLE else
-        f"--budget-bytes {ms_host_budget(input.inventory)} --overhead {input.overhead}",
+        limit=lambda w, input: [] if w.cell == arms.ORACLE else
+        cells.opts(budget_bytes=ms_host_budget(input.inventory), overhead=input.overhead),
         gen=lambda w, input: ms_generate_args(w.cell, input.model, ms_pager_budget(w.cell, input.inventory)),
         prompt=PM["prompt"],
         meta=lambda w, input: ms_meta(w.cell, input.inventory),
@@ -34,6 +34,6 @@ rule matched_source_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.limit}"
-        " --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.limit:q}"
+        " --drop-cache {input.model:q} {params.meta:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"

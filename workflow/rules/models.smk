@@ -16,8 +16,8 @@ rule synthetic_region:
     conda:
         CONDA_ENV
     shell:
-        "{input} mkregion --out {output.region} --size {params.size} --seed {params.seed} 2> {log}"
-        " && residency region-identity --region {output.region} --seed {params.seed} --out {output.identity} 2>> {log}"
+        "{input:q} mkregion --out {output.region:q} --size {params.size:q} --seed {params.seed:q} 2> {log:q}"
+        " && residency region-identity --region {output.region:q} --seed {params.seed:q} --out {output.identity:q} 2>> {log:q}"
 
 
 rule region_content_digests:

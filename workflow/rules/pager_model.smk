@@ -21,15 +21,15 @@ rule pager_model_graph_plan:
     params:
         dir=lambda w, output: run_dir(output),
         prompt=PM["prompt"],
-        flags=lambda w: " ".join(cells.graph_plan_flags(mv(w))),
+        flags=lambda w: cells.graph_plan_flags(mv(w)),
         config_digest=lambda w: cells.pm_digest(mv(w)),
     log:
         f"{LOGS}/pager_model/{{model}}/graph-plan.log",
     conda:
         CONDA_ENV
     shell:
-        "{input.engine} generate --model {input.model} {params.flags} --prompt {params.prompt:q}"
-        " --graph-plan-out {output} --out {params.dir}/run 2> {log}"
+        "{input.engine:q} generate --model {input.model:q} {params.flags:q} --prompt {params.prompt:q}"
+        " --graph-plan-out {output:q} --out {params.dir:q}/run 2> {log:q}"
 
 
 rule pager_model_calibrate_run:
@@ -58,8 +58,8 @@ rule pager_model_calibrate_run:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --drop-cache {input.model:q} {params.meta:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule pager_model_overhead:
@@ -70,13 +70,13 @@ rule pager_model_overhead:
     wildcard_constraints:
         model=PM_MODEL_RE,
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input),
+        dirs=lambda w, input: run_dirs(input),
     log:
         f"{LOGS}/pager_model/{{model}}/overhead.log",
     conda:
         CONDA_ENV
     shell:
-        "residency overhead --out {output} {params.dirs} 2> {log}"
+        "residency overhead --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule pager_model_cell:
@@ -107,9 +107,9 @@ rule pager_model_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --budget-bytes {params.budget}"
-        " --overhead {input.overhead} --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --budget-bytes {params.budget:q}"
+        " --overhead {input.overhead:q} --drop-cache {input.model:q} {params.meta:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule pager_model_baseline:
@@ -138,8 +138,8 @@ rule pager_model_baseline:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --drop-cache {input.model:q} {params.meta:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule pager_model_roofline_run:
@@ -165,5 +165,5 @@ rule pager_model_roofline_run:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} stream {params.stream} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --drop-cache {input.model:q} {params.meta:q}"
+        " -- {input.engine:q} stream {params.stream:q} --out {params.dir:q} 2> {log:q}"

@@ -29,6 +29,6 @@ rule reclaim_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness}"
-        " --overhead {input.overhead} {params.meta}"
-        " -- {input.engine} scan {params.scan} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.harness:q}"
+        " --overhead {input.overhead:q} {params.meta:q}"
+        " -- {input.engine:q} scan {params.scan:q} --out {params.dir:q} 2> {log:q}"

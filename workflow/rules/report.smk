@@ -3,7 +3,6 @@
 # `snakemake --report results/report.html` (or `make report`) collects them into one file.
 
 import json as _json
-import shlex
 
 from residency import report_pages as _report_pages
 
@@ -23,7 +22,7 @@ rule report_ledger:
     conda:
         CONDA_ENV
     shell:
-        "residency report-page ledger --ledger {input.ledger} --out {output} 2> {log}"
+        "residency report-page ledger --ledger {input.ledger:q} --out {output:q} 2> {log:q}"
 
 
 rule report_scope:
@@ -35,12 +34,12 @@ rule report_scope:
     output:
         report("results/report/scope.html", caption="../report/scope.rst", category="Machine and scope"),
     params:
-        scope=shlex.quote(_json.dumps(_report_pages.campaign_scope(config))),
-        parquets=lambda w, input: " ".join(f"--parquet {p}" for p in input.parquets),
+        scope=_json.dumps(_report_pages.campaign_scope(config)),
+        parquets=lambda w, input: [a for p in input.parquets for a in ("--parquet", p)],
     log:
         f"{LOGS}/report-scope.log",
     conda:
         CONDA_ENV
     shell:
-        "residency report-page scope --machine {input.machine} --probe {input.probe}"
-        " --scope-json {params.scope} {params.parquets} --out {output} 2> {log}"
+        "residency report-page scope --machine {input.machine:q} --probe {input.probe:q}"
+        " --scope-json {params.scope:q} {params.parquets:q} --out {output:q} 2> {log:q}"

@@ -24,8 +24,8 @@ rule speculative_draft:
     conda:
         CONDA_ENV
     shell:
-        "residency model quantize --residctl {input.engine} --gguf {input.model} --source-identity {input.identity}"
-        " --type {params.type} --llama-commit {params.commit} --out {output.gguf} --identity {output.identity} 2> {log}"
+        "residency model quantize --residctl {input.engine:q} --gguf {input.model:q} --source-identity {input.identity:q}"
+        " --type {params.type:q} --llama-commit {params.commit:q} --out {output.gguf:q} --identity {output.identity:q} 2> {log:q}"
 
 
 rule speculative_cell:
@@ -54,9 +54,9 @@ rule speculative_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
-        " --drop-cache {input.draft} -- {input.engine} generate {params.gen} --prompt {params.prompt:q}"
-        " --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.harness:q} --drop-cache {input.model:q}"
+        " --drop-cache {input.draft:q} -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q}"
+        " --out {params.dir:q} 2> {log:q}"
 
 
 rule gather_speculative:
@@ -67,10 +67,10 @@ rule gather_speculative:
     output:
         speculative.TABLE,
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
+        dirs=lambda w, input: run_dirs(input.runs),
     log:
         f"{LOGS}/gather-speculative.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather speculative --draft-identity {input.draft_identity} --out {output} {params.dirs} 2> {log}"
+        "residency gather speculative --draft-identity {input.draft_identity:q} --out {output:q} {params.dirs:q} 2> {log:q}"

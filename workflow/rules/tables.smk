@@ -28,7 +28,7 @@ rule table_pager_synthetic:
     conda:
         CONDA_ENV
     shell:
-        "residency table pager-synthetic --runs {input.runs} --opt {input.opt} --out-stem {params.stem} 2> {log}"
+        "residency table pager-synthetic --runs {input.runs:q} --opt {input.opt:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule table_pager_model:
@@ -46,8 +46,8 @@ rule table_pager_model:
     conda:
         CONDA_ENV
     shell:
-        "residency table pager-model --runs {input.runs} --opt {input.opt} --roofline {input.roofline}"
-        " --out-stem {params.stem} 2> {log}"
+        "residency table pager-model --runs {input.runs:q} --opt {input.opt:q} --roofline {input.roofline:q}"
+        " --out-stem {params.stem:q} 2> {log:q}"
 
 
 use rule table_pager_model as table_pager_model_sweep with:
@@ -77,7 +77,7 @@ rule table6_matched_pairs:
     conda:
         CONDA_ENV
     shell:
-        "residency table table6-matched-pairs --runs {input.runs} --out-stem {params.stem} 2> {log}"
+        "residency table table6-matched-pairs --runs {input.runs:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule table3_principal:
@@ -95,7 +95,7 @@ rule table3_principal:
     conda:
         CONDA_ENV
     shell:
-        "residency table {params.table} --runs {params.records} --out-stem {params.stem} 2> {log}"
+        "residency table {params.table:q} --runs {params.records:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 # Table 10 from its claim records, as table 3 is made from its own.
@@ -129,7 +129,7 @@ rule table9_populations:
     conda:
         CONDA_ENV
     shell:
-        "residency table table9-populations --runs {params.records} --out-stem {params.stem} 2> {log}"
+        "residency table table9-populations --runs {params.records:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule table5_certificate:
@@ -145,7 +145,7 @@ rule table5_certificate:
     conda:
         CONDA_ENV
     shell:
-        "residency table table5-certificate --runs {input.record} --out-stem {params.stem} 2> {log}"
+        "residency table table5-certificate --runs {input.record:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule table_models:
@@ -157,13 +157,13 @@ rule table_models:
         table_outputs("models"),
     params:
         stem=lambda w, output: str(Path(output[0]).with_suffix("")),
-        models=_shlex.quote(_json.dumps(SWEEP_MODELS)),
+        models=_json.dumps(SWEEP_MODELS),
     log:
         f"{LOGS}/table-models.log",
     conda:
         CONDA_ENV
     shell:
-        "residency table models --models {params.models} --out-stem {params.stem} 2> {log}"
+        "residency table models --models {params.models:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule table4_identity:
@@ -180,7 +180,7 @@ rule table4_identity:
     conda:
         CONDA_ENV
     shell:
-        "residency table table4-identity --runs {params.runs} --out-stem {params.stem} 2> {log}"
+        "residency table table4-identity --runs {params.runs:q} --out-stem {params.stem:q} 2> {log:q}"
 
 
 rule table7_faults:
@@ -196,4 +196,4 @@ rule table7_faults:
     conda:
         CONDA_ENV
     shell:
-        "residency table table7-faults --runs {input.runs} --out-stem {params.stem} 2> {log}"
+        "residency table table7-faults --runs {input.runs:q} --out-stem {params.stem:q} 2> {log:q}"

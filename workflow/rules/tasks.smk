@@ -35,8 +35,8 @@ rule tasks_calibrate_run:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} --drop-cache {input.model} {params.meta}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} --drop-cache {input.model:q} {params.meta:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule tasks_overhead:
@@ -45,13 +45,13 @@ rule tasks_overhead:
     output:
         "results/calibration/tasks.json",
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input),
+        dirs=lambda w, input: run_dirs(input),
     log:
         f"{LOGS}/tasks/overhead.log",
     conda:
         CONDA_ENV
     shell:
-        "residency overhead --out {output} {params.dirs} 2> {log}"
+        "residency overhead --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule task_cell:
@@ -82,8 +82,8 @@ rule task_cell:
     conda:
         CONDA_ENV
     shell:
-        "residency run --out {params.dir} --cgroup {params.cgroup} {params.harness} --drop-cache {input.model}"
-        " -- {input.engine} generate {params.gen} --prompt {params.prompt:q} --out {params.dir} 2> {log}"
+        "residency run --out {params.dir:q} --cgroup {params.cgroup:q} {params.harness:q} --drop-cache {input.model:q}"
+        " -- {input.engine:q} generate {params.gen:q} --prompt {params.prompt:q} --out {params.dir:q} 2> {log:q}"
 
 
 rule gather_tasks:
@@ -94,12 +94,12 @@ rule gather_tasks:
     output:
         residency_tasks.TASK_TABLE,
     params:
-        dirs=lambda w, input: " ".join(str(Path(p).parent) for p in input.runs),
-        spec=shlex.quote(json.dumps({"seed": TASKS["seed"], "n": TASKS["n"]})),
+        dirs=lambda w, input: run_dirs(input.runs),
+        spec=json.dumps({"seed": TASKS["seed"], "n": TASKS["n"]}),
     log:
         f"{LOGS}/gather-tasks.log",
     conda:
         CONDA_ENV
     shell:
-        "residency gather tasks --tasks {params.spec} --model-identity {input.identity} --out {output}"
-        " {params.dirs} 2> {log}"
+        "residency gather tasks --tasks {params.spec:q} --model-identity {input.identity:q} --out {output:q}"
+        " {params.dirs:q} 2> {log:q}"
