@@ -16,9 +16,10 @@ from residency import arms, cells, config
 
 from conftest import ROOT
 
-PS_DIGEST = "24b8af943b5140d5aec9213f4389326eeec314c701d20f74f81e51e2441e4ef3"
-PM_DIGEST = "5594b9e7626d7e0aed5ee3da2027d1d5a6df340e4e7eb1df79d282e822b6179f"  # pager_model.consumption added
-MS_DIGEST = "5c6d5d10fa987b9da70fefae48173a98838d21cad39623bd1c92b2c983445651"  # pager_model.consumption added
+# harness.overhead_margin added (every run's digest); matched_source.ratio 0.244, reserve_bytes gone
+PS_DIGEST = "9a849c5cca605b8715f7c749003bb3d59d380f385d32de7b901e93eccc14214b"
+PM_DIGEST = "f4ddde2e6c67690fe2bf54898a5a3a1e3a84e5706cc9b8e9b4434947c09b1956"
+MS_DIGEST = "a2f0879442f3329b4514897186140e3e2422987fd533dd3051bae6c5771f4272"
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
 MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
@@ -115,21 +116,21 @@ def test_default_matched_cells(cfg, inventory):
     assert cells.ms_cells(cfg)[2] == "results/runs/matched_source/smollm2/pair1/D/harness.json"
     assert cells.ms_previous(cfg, "pair1/D") == ["results/runs/matched_source/smollm2/P/harness.json"]
     assert cells.ms_previous(cfg, "oracle") == []
-    assert cells.ms_host_budget(cfg, inventory) == 60297347
-    assert [cells.ms_pager_budget(cfg, c, inventory) for c in ("P", "pair1/D", "pair1/F")] == [45617283, 45617283,
-                                                                                             60297347]
+    # the weight allowance 0.244 x T_repr; D and P leave F's seven extra windows out
+    assert cells.ms_host_budget(cfg, inventory) == 22261234
+    assert [cells.ms_pager_budget(cfg, c, inventory) for c in ("oracle", "P", "pair1/D", "pair1/F")] == [
+        7581170, 7581170, 7581170, 22261234]
     # The matched cells run matched_source.threads (1: a core left to the source), not pager_model's 2.
     common = GENERATE.format(arm="pager-declared").replace("--threads 2", "--threads 1")
     assert cfg["pager_model"]["threads"] == 2 and cfg["matched_source"]["threads"] == 1
-    assert shlex.join(cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 60297347)) == (
-        common + f" --budget-bytes 60297347 --source uring --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}"
+    assert shlex.join(cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 22261234)) == (
+        common + f" --budget-bytes 22261234 --source uring --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}"
         " --windows 8 --depth 8")
-    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 45617283)) == (
-        common + f" --budget-bytes 45617283 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
+    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 7581170)) == (
+        common + f" --budget-bytes 7581170 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
     assert shlex.join(cells.ms_meta(cfg, "pair1/F", inventory)) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
-        " --meta position=3 --meta r=0.5 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
-        " --meta reserve_bytes=16777216"
+        " --meta position=3 --meta r=0.244 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
         f" --meta config_digest={MS_DIGEST}")
     assert shlex.join(cells.ms_meta(cfg, "P", inventory)).startswith(
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=P --meta block=0 --meta order="
@@ -296,7 +297,7 @@ def test_every_setting_changes_the_digests_of_exactly_the_runs_that_use_it(cfg, 
 
 def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):
     c = copy.deepcopy(cfg)
-    c["matched_source"]["reserve_bytes"] += 1
+    c["matched_source"]["depth"] -= 1
     assert cells.ms_digest(c) != MS_DIGEST
     assert (cells.ps_digest(c), cells.pm_digest(c)) == (PS_DIGEST, PM_DIGEST)
     assert shlex.join(cells.ms_meta(c, "pair1/D", inventory)).endswith(f"--meta config_digest={cells.ms_digest(c)}")

@@ -47,6 +47,8 @@ def test_a_user_certificate_model_must_be_declared():
     (lambda c: c.update(extra=1), "(top level): unknown key 'extra'"),
     (lambda c: c["matched_source"].update(threads=0), "matched_source.threads"),
     (lambda c: c["matched_source"].pop("threads"), "matched_source: 'threads' is a required property"),
+    (lambda c: c["matched_source"].update(reserve_bytes=1 << 24), "matched_source.reserve_bytes: no longer a setting"),
+    (lambda c: c["harness"].update(overhead_margin=-0.1), "harness.overhead_margin"),
 ])
 def test_bad_config_one_line_naming_the_key(mutate, needle):
     c = copy.deepcopy(default())

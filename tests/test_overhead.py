@@ -50,3 +50,25 @@ def test_a_failed_calibration_run_stops_with_its_directory(tmp_path):
     with pytest.raises(overhead.CalibrationError, match="did not complete"):
         overhead.calibrate([d], tmp_path / "o.json")
     assert not (tmp_path / "o.json").exists()
+
+
+def test_the_reserve_is_o_and_its_margin_and_the_limit_grants_it(tmp_path):
+    from residency import harness
+
+    d = _run(tmp_path, "d", 2 * MiB + 30 * MiB, _pager(0))
+    rec = overhead.calibrate([d], tmp_path / "o.json", margin=0.1, margin_min_bytes=MiB)
+    assert (rec["overhead_bytes"], rec["reserve_bytes"]) == (30 * MiB, 30 * MiB + 3 * MiB)  # 10 % of O
+    assert overhead.reserve(4 * MiB, 0.1, MiB) == 5 * MiB  # the floor where 10 % is less
+    assert overhead.reserve(10, 0.1, 0) == 11  # rounded up: never below O x (1 + margin)
+    limit, extra = harness.limit_from(7 * MiB, str(tmp_path / "o.json"), None)
+    assert limit == 7 * MiB + 33 * MiB and extra == {"overhead_bytes": 30 * MiB, "reserve_bytes": 33 * MiB,
+                                                       "budget_bytes": 7 * MiB}
+
+
+def test_a_calibration_record_without_a_reserve_is_refused(tmp_path):
+    from residency import harness
+
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"overhead_bytes": MiB}))
+    with pytest.raises(harness.HarnessError, match="without reserve_bytes"):
+        harness.limit_from(MiB, str(old), None)

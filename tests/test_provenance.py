@@ -99,7 +99,7 @@ def test_a_setting_a_run_depends_on_remakes_the_runs_and_the_claim(work):
     jobs = planned(with_config(work, lambda c: c["harness"].update(overhead_reps=2)))
     assert jobs["pager_model_overhead"] == 1 and jobs["claim"] == 1
     # a setting P11's runs do not depend on
-    assert planned(with_config(work, lambda c: c["matched_source"].update(reserve_bytes=1))) == {}
+    assert planned(with_config(work, lambda c: c["matched_source"].update(depth=7))) == {}
 
 
 def test_a_missing_user_model_stops_with_one_line(work, tmp_path):

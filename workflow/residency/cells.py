@@ -40,6 +40,12 @@ def run_dir(output) -> str:
     return str(Path(output[0]).parent)
 
 
+def overhead_margin_flags(config: dict) -> list[str]:
+    """`residency overhead` flags: the margin that makes the calibrated O a reserve R."""
+    h = config["harness"]
+    return opts(margin=h["overhead_margin"], margin_min_bytes=h["overhead_margin_min_bytes"])
+
+
 def run_dirs(records) -> list[str]:
     """The run directories of run records (harness.json paths), one argument each."""
     return [str(Path(p).parent) for p in records]
@@ -503,19 +509,31 @@ def ms_cell(cell: str) -> tuple[str, int]:
 
 
 def ms_host_budget(config: dict, inventory) -> int:
-    """The weight side of every matched cell's host limit: r * T_repr plus the windows F holds
-    beyond D's one, so the cache (in chunks) and the host limit are the same in every cell."""
-    ms = config["matched_source"]
-    return pm_budget(inventory, ms["ratio"]) + (ms["windows"] - 1) * config["pager_model"]["chunk_bytes"]
+    """The weight allowance A = H_cap - R_policy of every capped matched cell:
+    matched_source.ratio x T_repr (premise.py); the harness adds R_policy, the calibrated
+    reserve, for the limit. The same in every cell, so is the host limit."""
+    return pm_budget(inventory, config["matched_source"]["ratio"])
 
 
 def ms_pager_budget(config: dict, cell: str, inventory) -> int:
-    """The pager budget of a cell: it pays the cell's own windows, so F's extra windows are
-    added to it and its cache stays the size of D's and P's."""
+    """The pager budget of a cell: it pays the cell's own windows. F's is the whole allowance
+    (its windows inside); D's, P's and the oracle's leave F's extra windows out, so every
+    cell's cache (in chunks) is the same."""
     arm, _ = ms_cell(cell)
+    allowance = ms_host_budget(config, inventory)
     if arm == arms.ASYNC:
-        return ms_host_budget(config, inventory)
-    return pm_budget(inventory, config["matched_source"]["ratio"])
+        return allowance
+    return allowance - (config["matched_source"]["windows"] - 1) * config["pager_model"]["chunk_bytes"]
+
+
+def ms_premise(config: dict) -> str:
+    """The matched campaign's premise record (premise.py): every cell of the campaign needs it."""
+    return f"{ms_runs(config)}/premise.json"
+
+
+def ms_premise_flags(config: dict) -> list[str]:
+    ms = config["matched_source"]
+    return opts(ratio=ms["ratio"], windows=ms["windows"], chunk_bytes=config["pager_model"]["chunk_bytes"])
 
 
 def ms_generate_args(config: dict, cell: str, model: str, budget) -> list[str]:
@@ -538,7 +556,7 @@ def ms_meta(config: dict, cell: str, inventory) -> list[str]:
     return meta_flags(ms_digest(config), dict(
         campaign="matched", arm=ms["policy"], source_arm=arm, block=block, order=order,
         position=ms_sequence(config).index(cell), r=ratio_str(ms["ratio"]), rep=1, threads=ms["threads"],
-        t_repr_bytes=pm_t_repr(inventory), reserve_bytes=ms["reserve_bytes"]))
+        t_repr_bytes=pm_t_repr(inventory)))
 
 
 # ---- reclaim authority (reference 000, claim 3) --------------------------------------------

@@ -22,8 +22,9 @@ def _cmd_run(a) -> int:
 def _cmd_overhead(a) -> int:
     from . import overhead
 
-    rec = overhead.calibrate(a.run_dirs, a.out)
-    print(f"residency overhead: O = {rec['overhead_bytes']} bytes ({rec['method']})", file=sys.stderr)
+    rec = overhead.calibrate(a.run_dirs, a.out, a.margin, a.margin_min_bytes)
+    print(f"residency overhead: O = {rec['overhead_bytes']} bytes ({rec['method']}), reserve R = "
+          f"{rec['reserve_bytes']} bytes", file=sys.stderr)
     return 0
 
 
@@ -326,8 +327,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("cmd", nargs=argparse.REMAINDER, help="-- residctl ...")
     s.set_defaults(func=_cmd_run)
 
-    s = sub.add_parser("overhead", help="the non-weight overhead O from calibration runs")
+    s = sub.add_parser("overhead", help="the non-weight overhead O from calibration runs, and its reserve R")
     s.add_argument("--out", required=True)
+    s.add_argument("--margin", type=float, default=0.0, help="R = O + max(margin x O, --margin-min-bytes)")
+    s.add_argument("--margin-min-bytes", type=int, default=0, help="the least margin, bytes")
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_overhead)
 
@@ -453,9 +456,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parquet", action="append", default=[], help="scope: a study's Parquet table (repeatable)")
     s.set_defaults(func=_cmd_report_page)
 
-    from . import models_cli
+    from . import models_cli, premise
 
     models_cli.register(sub)
+    premise.register(sub)
     return p
 
 

@@ -49,6 +49,9 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     if "model" in (config.get("pager_model") or {}):
         raise ConfigError("config error: pager_model.model: now pager_model.models, a list whose first entry is "
                           f"the primary model (models: [{config['pager_model']['model']}])")
+    if "reserve_bytes" in (config.get("matched_source") or {}):
+        raise ConfigError("config error: matched_source.reserve_bytes: no longer a setting: R_policy is the calibrated "
+                          "reserve R = O + margin (harness.overhead_margin); remove the key")
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:

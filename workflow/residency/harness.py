@@ -305,15 +305,20 @@ def _engine_manifest(out: Path) -> str:
 
 
 def limit_from(budget_bytes: int | None, overhead_file: str | None, limit_bytes: int | None) -> tuple[int | None, dict]:
-    """The host limit of a cell: r*T_repr + O, with O from the calibration record."""
+    """The host limit of a cell: r*T_repr + R, with the calibrated O and its reserve R = O +
+    margin from the calibration record (overhead.py); both are recorded in the cell's meta."""
     if overhead_file is None:
         return limit_bytes, {}
     if budget_bytes is None:
         raise HarnessError("--overhead needs --budget-bytes")
     import json
 
-    o = int(json.loads(Path(overhead_file).read_text())["overhead_bytes"])
-    return budget_bytes + o, {"overhead_bytes": o, "budget_bytes": budget_bytes}
+    rec = json.loads(Path(overhead_file).read_text())
+    if "reserve_bytes" not in rec:
+        raise HarnessError(f"{overhead_file}: a calibration record without reserve_bytes (made by an older "
+                           "residency overhead): remake it")
+    o, r = int(rec["overhead_bytes"]), int(rec["reserve_bytes"])
+    return budget_bytes + r, {"overhead_bytes": o, "reserve_bytes": r, "budget_bytes": budget_bytes}
 
 
 def pressure_from(args, extra: dict) -> Pressure | None:

@@ -6,9 +6,16 @@ study's calibration is a whole generation at a budget that holds the model (r = 
 the decode's own memory (KV cache, compute buffers, logits, the trace) is in its peak.
 What an arm holds on the weight side (the pager's windows, page-table reserve and the
 most chunks it had resident; for llama.cpp's own mapping the whole model file) is
-subtracted from its peak; O is the highest remainder over arms and repetitions. Every
-arm's host limit is then r * T_repr + O, the same for all arms. Without a cgroup the
-process's own high-water RSS (getrusage) stands in, and the record says so.
+subtracted from its peak; O is the highest remainder over arms and repetitions.
+
+The reserve R = O + max(margin x O, margin_min_bytes) is what a cell's host limit grants
+beside its weights: every arm's limit is r * T_repr + R, the same for all arms. The margin
+(config harness.overhead_margin, harness.overhead_margin_min_bytes) is there because a run
+may need a few pages more than its calibration saw (a page of the binary's text charged
+late, a larger transient buffer): a limit at exactly the calibrated peak kills such a run.
+R is also the declared reserve R_policy of eq. 1 (reference 004 §2.1): the state a run needs
+beside its weights, at least what the calibration measured. Without a cgroup the process's
+own high-water RSS (getrusage) stands in, and the record says so.
 """
 
 from __future__ import annotations
@@ -40,7 +47,12 @@ def _prepaid(run: dict) -> int:
     return prepaid
 
 
-def calibrate(run_dirs, out) -> dict:
+def reserve(overhead_bytes: int, margin: float, margin_min_bytes: int) -> int:
+    """R: the calibrated O and its margin (the larger of margin x O and margin_min_bytes)."""
+    return overhead_bytes + max(int(-(-overhead_bytes * margin // 1)), int(margin_min_bytes))
+
+
+def calibrate(run_dirs, out, margin: float = 0.0, margin_min_bytes: int = 0) -> dict:
     samples = []
     for d in map(Path, run_dirs):
         h = json.loads((d / "harness.json").read_text())
@@ -58,8 +70,12 @@ def calibrate(run_dirs, out) -> dict:
     if not samples:
         raise CalibrationError("no calibration runs given")
     methods = sorted({s["method"] for s in samples})
+    o = max(s["bytes"] for s in samples)
     rec = {
-        "overhead_bytes": max(s["bytes"] for s in samples),
+        "overhead_bytes": o,
+        "margin": margin,
+        "margin_min_bytes": int(margin_min_bytes),
+        "reserve_bytes": reserve(o, margin, margin_min_bytes),
         "method": "+".join(methods),
         "samples": samples,
     }

@@ -26,6 +26,7 @@ def residency_code(*modules):
 ratio_str = cells.ratio_str
 run_dir = cells.run_dir
 run_dirs = cells.run_dirs
+OVERHEAD_MARGIN = cells.overhead_margin_flags(config)  # the reserve R = O + margin (overhead.py)
 model_identity = cells.model_identity
 model_inventory = cells.model_inventory
 

@@ -3,6 +3,25 @@
 # F (io_uring O_DIRECT, eight windows, the next bundle read during the current compute).
 # First a same-build synchronous-source oracle (no host limit), then one P cell, then the
 # D/F pairs in the configured counterbalanced order; every cell is compared with the oracle.
+# Before any of them, the premise (eq. 1, S > H_cap - R_policy: premise.py) is checked.
+
+
+rule matched_source_premise:
+    input:
+        inventory=lambda w: pm_model()[2],
+        overhead=f"results/calibration/pager_model-{PM_NAME}.json",
+        code=residency_code("premise.py"),
+    output:
+        cells.ms_premise(config),
+    params:
+        flags=cells.ms_premise_flags(config),
+    log:
+        f"{LOGS}/matched_source/premise.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency premise matched-source --inventory {input.inventory:q} --overhead {input.overhead:q}"
+        " {params.flags:q} --out {output:q} 2> {log:q}"
 
 
 rule matched_source_cell:
@@ -13,6 +32,7 @@ rule matched_source_cell:
         digests=PM_DIGESTS,
         plan=PM_GRAPH_PLAN,
         overhead=f"results/calibration/pager_model-{PM_NAME}.json",
+        premise=cells.ms_premise(config),
         previous=ms_previous,
     output:
         f"{MS_RUNS}/{{cell}}/harness.json",

@@ -33,12 +33,13 @@ rule overhead:
         "results/calibration/pager_synthetic-t{threads}.json",
     params:
         dirs=lambda w, input: run_dirs(input),
+        margin=OVERHEAD_MARGIN,
     log:
         f"{LOGS}/pager_synthetic/overhead-t{{threads}}.log",
     conda:
         CONDA_ENV
     shell:
-        "residency overhead --out {output:q} {params.dirs:q} 2> {log:q}"
+        "residency overhead {params.margin:q} --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule pager_main_cell:

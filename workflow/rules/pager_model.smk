@@ -71,12 +71,13 @@ rule pager_model_overhead:
         model=PM_MODEL_RE,
     params:
         dirs=lambda w, input: run_dirs(input),
+        margin=OVERHEAD_MARGIN,
     log:
         f"{LOGS}/pager_model/{{model}}/overhead.log",
     conda:
         CONDA_ENV
     shell:
-        "residency overhead --out {output:q} {params.dirs:q} 2> {log:q}"
+        "residency overhead {params.margin:q} --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule pager_model_cell:

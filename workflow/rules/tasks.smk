@@ -46,12 +46,13 @@ rule tasks_overhead:
         "results/calibration/tasks.json",
     params:
         dirs=lambda w, input: run_dirs(input),
+        margin=OVERHEAD_MARGIN,
     log:
         f"{LOGS}/tasks/overhead.log",
     conda:
         CONDA_ENV
     shell:
-        "residency overhead --out {output:q} {params.dirs:q} 2> {log:q}"
+        "residency overhead {params.margin:q} --out {output:q} {params.dirs:q} 2> {log:q}"
 
 
 rule task_cell:
