@@ -319,3 +319,20 @@ def test_gather_records_the_consumption_signal_of_pager_runs_only():
     none = {"consumption": None, "releases": None, "chunks_let_go_early": None}
     assert gather._consumption({"arm": "kernel-mmap", "signal_audit": {**sa, "releases": 0}}) == none
     assert gather._consumption({"arm": "pager-lru", "signal_audit": {}}) == none  # an engine from before the signal
+
+
+def test_p9_reports_each_arms_bytes_per_token_over_the_model_per_r(tmp_path):
+    """The mechanism beside the verdict: physical bytes per token over the model's bytes, from the runs."""
+    root = project(tmp_path)
+    doc = claims.make("P9", root, SETTINGS)
+    df = pd.read_parquet(root / "results" / "pager_model.parquet")
+    main = df[(df["campaign"] == "main") & df["valid"]]
+    for arm, a in doc["values"]["arms"].items():
+        got = a["bytes_per_token_over_model_per_r"]
+        rs = sorted(main[main["arm"] == arm]["r"].unique())
+        assert [x["r"] for x in got] == rs, arm
+        for x in got:
+            sub = main[(main["arm"] == arm) & (main["r"] == x["r"])]
+            want = sub["physical_bytes_per_token"].mean() / sub["model_bytes"].iloc[0]
+            assert x["bytes_per_token_over_model"] == pytest.approx(want, rel=1e-12), (arm, x)
+    assert "physical bytes per token over the model" in doc["headline"]

@@ -5,6 +5,11 @@ informed arms (D, E) rise monotonically. "Flat" and "rising" are judged with the
 thresholds in config `claims` (noise on a shared machine is real). The record also reports
 each arm's fraction of the I/O roofline measured in the same campaign (roofline.py); the
 reference states no target for it, so no assertion judges it.
+
+Each arm's physical bytes per token over the model's bytes, per r, are in the values beside
+its tokens/s: the mechanism behind a kernel arm that is not flat. (Seen here: arm A's bytes
+per token fall from several model sizes at the smallest r to about one at the largest, the
+kernel's read-ahead and page cache under a v1 memory cgroup, so its tokens/s rise with r.)
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ def compute(frames, settings) -> ClaimResult:
     rise_min = float(settings["p9_rise_min_ratio"])
     tol = float(settings["p9_monotone_tolerance"])
     tps = {arm: mr.per_r(runs, arm, "tokens_per_s") for arm in KERNEL_ARMS + INFORMED_ARMS}
+    traffic = {arm: mr.per_r(runs, arm, "physical_bytes_per_token") for arm in KERNEL_ARMS + INFORMED_ARMS}
+    model_bytes = float(runs["model_bytes"].dropna().iloc[0]) if runs["model_bytes"].notna().any() else None
     base = runs[(runs["campaign"] == "baseline") & runs["valid"]]["tokens_per_s"]
     arms = {}
     for arm, series in tps.items():
@@ -44,7 +51,10 @@ def compute(frames, settings) -> ClaimResult:
         arms[arm] = {"tokens_per_s_per_r": [{"r": r, "tokens_per_s": series[r]} for r in sorted(series)],
                      "max_over_min": spread,
                      "largest_r_over_smallest_r": (xs[-1] / xs[0]) if len(xs) >= 2 and xs[0] > 0 else None,
-                     "monotone_steps": steps_ok}
+                     "monotone_steps": steps_ok,
+                     "bytes_per_token_over_model_per_r": [
+                         {"r": r, "bytes_per_token_over_model": traffic[arm][r] / model_bytes if model_bytes else None}
+                         for r in sorted(traffic[arm])]}
     values = {
         "arms": arms,
         "baseline_tokens_per_s": float(base.mean()) if len(base) else None,
@@ -58,7 +68,9 @@ def compute(frames, settings) -> ClaimResult:
     values["roofline"] = roofline_values(runs, frames["opt"], frames["roofline"])
     headline = ("Tokens/s from the smallest to the largest r: " + "; ".join(
         f"{a}: x{fmt(arms[a]['largest_r_over_smallest_r'], '.2f')}" for a in KERNEL_ARMS + INFORMED_ARMS)
-        + f"; unconstrained baseline {fmt(values['baseline_tokens_per_s'], '.1f')} tok/s."
+        + f"; unconstrained baseline {fmt(values['baseline_tokens_per_s'], '.1f')} tok/s; physical bytes per token "
+        + "over the model from the smallest to the largest r: " + "; ".join(
+            f"{a}: {_traffic_span(arms[a])}" for a in KERNEL_ARMS + INFORMED_ARMS) + "."
         + roofline_headline(values["roofline"]))
     assertions = [
         Assertion("/values/kernel_arms_flat", "all_true", why=f"A and C: max/min tokens/s over r <= {flat_max}"),
@@ -68,6 +80,11 @@ def compute(frames, settings) -> ClaimResult:
                   why=f"D and E: no step to a larger r loses more than {tol:.0%}"),
     ]
     return ClaimResult(headline, values, assertions, insufficient)
+
+
+def _traffic_span(arm: dict) -> str:
+    xs = [x["bytes_per_token_over_model"] for x in arm["bytes_per_token_over_model_per_r"]]
+    return f"{fmt(xs[0], '.2f')} -> {fmt(xs[-1], '.2f')}" if xs else "n/a"
 
 
 def roofline_values(runs, opt, calib) -> dict:
