@@ -16,14 +16,15 @@ from residency import arms, cells, config
 
 from conftest import ROOT
 
-# harness.overhead_margin added (every run's digest); matched_source.ratio 0.244, reserve_bytes gone
+# harness.overhead_margin added (every run's digest); matched_source.ratio 0.244, reserve_bytes gone;
+# pager_model.chunk_bytes 128 KiB, huge_chunks off
 PS_DIGEST = "9a849c5cca605b8715f7c749003bb3d59d380f385d32de7b901e93eccc14214b"
-PM_DIGEST = "f4ddde2e6c67690fe2bf54898a5a3a1e3a84e5706cc9b8e9b4434947c09b1956"
-MS_DIGEST = "a2f0879442f3329b4514897186140e3e2422987fd533dd3051bae6c5771f4272"
+PM_DIGEST = "3b42f7de1aedccbdc00fdb064bc0d036270ff8b4ca9d75b559be07bac81db568"
+MS_DIGEST = "2600abc9de1b158e7b40d7e0e0f1580130378992d965f50b35b31c0f9bea0e38"
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
-MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
-GENERATE = ("--model m.gguf --arm {arm} --chunk-size 2097152 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
+MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-131072.json"
+GENERATE = ("--model m.gguf --arm {arm} --chunk-size 131072 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
             " --graph-plan results/runs/pager_model/smollm2/graph-plan/graph-plan.json")
 SCAN = (f"--region {REGION} --seed 1 --arm {{arm}} --chunk-size 2097152 --passes 3 --threads {{t}} "
         "--compute-us {c} --signal {s} --watchdog-s 60")
@@ -101,10 +102,10 @@ def test_default_generate_flags(cfg, inventory):
     assert cells.pm_t_repr(inventory) == 91234567 and cells.pm_budget(inventory, 0.375) == 34212962
     assert shlex.join(cells.generate_args(cfg, "m.gguf", "pager-prefetch", cells.pm_budget(inventory, 0.375))) == (
         GENERATE.format(arm="pager-prefetch")
-        + f" --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
+        + f" --budget-bytes 34212962 --source direct --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}")
     assert shlex.join(cells.generate_args(cfg, "m.gguf", "kernel-mmap", None)) == GENERATE.format(arm="kernel-mmap")
     assert shlex.join(cells.generate_args(cfg, "m.gguf", "pager-lru", 123, source="buffered")).endswith(
-        f"--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
+        f"--budget-bytes 123 --source buffered --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}")
     assert shlex.join(cells.pm_meta(cfg, campaign="main", arm="pager-lru", r="0.25", rep="1", t_repr_bytes=91234567)) == (
         "--meta campaign=main --meta arm=pager-lru --meta r=0.25 --meta rep=1 --meta t_repr_bytes=91234567"
         f" --meta config_digest={PM_DIGEST}")
@@ -119,15 +120,15 @@ def test_default_matched_cells(cfg, inventory):
     # the weight allowance 0.244 x T_repr; D and P leave F's seven extra windows out
     assert cells.ms_host_budget(cfg, inventory) == 22261234
     assert [cells.ms_pager_budget(cfg, c, inventory) for c in ("oracle", "P", "pair1/D", "pair1/F")] == [
-        7581170, 7581170, 7581170, 22261234]
+        21343730, 21343730, 21343730, 22261234]
     # The matched cells run matched_source.threads (1: a core left to the source), not pager_model's 2.
     common = GENERATE.format(arm="pager-declared").replace("--threads 2", "--threads 1")
     assert cfg["pager_model"]["threads"] == 2 and cfg["matched_source"]["threads"] == 1
     assert shlex.join(cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 22261234)) == (
-        common + f" --budget-bytes 22261234 --source uring --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}"
+        common + f" --budget-bytes 22261234 --source uring --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}"
         " --windows 8 --depth 8")
-    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 7581170)) == (
-        common + f" --budget-bytes 7581170 --source direct --prefetch-depth 2 --huge-chunks move --consumption tensor {MODEL_DIGESTS}")
+    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 21343730)) == (
+        common + f" --budget-bytes 21343730 --source direct --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}")
     assert shlex.join(cells.ms_meta(cfg, "pair1/F", inventory)) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
         " --meta position=3 --meta r=0.244 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
@@ -155,7 +156,7 @@ def test_eager_reconcile_closes_every_pager_flag_list(cfg):
     assert shlex.join(cells.scan_args(c, "kernel-mmap", 0.25, 1, 0, "all-threads-finished")).endswith(
         "--watchdog-s 60 --eager-reconcile")
     assert shlex.join(cells.ms_generate_args(c, "pair1/F", "m.gguf", 1)).endswith(
-        f"--huge-chunks move --consumption tensor {MODEL_DIGESTS} --eager-reconcile --windows 8 --depth 8")
+        f"--huge-chunks off --consumption tensor {MODEL_DIGESTS} --eager-reconcile --windows 8 --depth 8")
     assert cells.ps_digest(c) != PS_DIGEST and cells.pm_digest(c) != PM_DIGEST
 
 
@@ -325,11 +326,11 @@ def test_the_consumption_signal_goes_to_every_pager_cell_and_never_to_arm_a(cfg,
 
 def test_content_digest_flags_follow_content_check(cfg):
     assert cells.ps_content_digests(cfg) == f"{REGION}.chunks-2097152.json"
-    assert cells.pm_content_digests(cfg) == "results/models/SmolLM2-135M-Instruct.Q4_1.chunks-2097152.json"
+    assert cells.pm_content_digests(cfg) == "results/models/SmolLM2-135M-Instruct.Q4_1.chunks-131072.json"
     c = copy.deepcopy(cfg)
     c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
-    assert cells.pm_content_digests(c) == "results/models/user/big.chunks-2097152.json"
+    assert cells.pm_content_digests(c) == "results/models/user/big.chunks-131072.json"
     assert cells.model_gguf(c, "user/big") == "/data/big.gguf"
     assert cells.model_gguf(c, "synthetic-moe") == "results/models/synthetic-moe.gguf"
     # arm A fills nothing: never the flag
