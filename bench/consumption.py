@@ -2,7 +2,7 @@
 """Benchmark: arm D with the object-granular consumption signal against the tensor-granular
 one (`residctl generate --consumption object|tensor`), side by side in one invocation.
 
-For each chunk size (the campaign's 128 KiB and 2 MiB) and each budget ratio r, the two
+For each chunk size (2 MiB and the campaign's 512 KiB) and each budget ratio r, the two
 runs of a pair are interleaved (object, tensor, object, tensor ...), because this machine
 is shared and noisy. Each pair prints, measured in this run:
 
@@ -17,7 +17,7 @@ order) is learned first by one unmeasured plain-mmap run.
 
 Usage: bench/consumption.py [--residctl .build/engine/residctl] [--model results/models/...gguf]
                             [--reps 3] [--tokens 64] [--ratios 0.25 0.5 0.75]
-                            [--chunks 2097152 131072]
+                            [--chunks 2097152 524288]
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.25, 0.375, 0.5, 0.625, 0.75])
-    ap.add_argument("--chunks", type=int, nargs="+", default=[2 << 20, 128 << 10])
+    ap.add_argument("--chunks", type=int, nargs="+", default=[2 << 20, 512 << 10])
     a = ap.parse_args()
     for p in (a.residctl, a.model):
         if not Path(p).exists():

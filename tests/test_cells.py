@@ -17,14 +17,14 @@ from residency import arms, cells, config
 from conftest import ROOT
 
 # harness.overhead_margin added (every run's digest); matched_source.ratio 0.244, reserve_bytes gone;
-# pager_model.chunk_bytes 128 KiB, huge_chunks off
+# pager_model.chunk_bytes 512 KiB, huge_chunks off
 PS_DIGEST = "9a849c5cca605b8715f7c749003bb3d59d380f385d32de7b901e93eccc14214b"
-PM_DIGEST = "3b42f7de1aedccbdc00fdb064bc0d036270ff8b4ca9d75b559be07bac81db568"
-MS_DIGEST = "2600abc9de1b158e7b40d7e0e0f1580130378992d965f50b35b31c0f9bea0e38"
+PM_DIGEST = "22eb5b6af5b25120c63ebdc444b1d3492e87abc5038843a96d4d534011603969"
+MS_DIGEST = "e05a6cbecbce31f223872216dc555226edbad713a295d230ff3fcaa5bc4b56a4"
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
-MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-131072.json"
-GENERATE = ("--model m.gguf --arm {arm} --chunk-size 131072 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
+MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-524288.json"
+GENERATE = ("--model m.gguf --arm {arm} --chunk-size 524288 --tokens 64 --threads 2 --ctx 512 --watchdog-s 300"
             " --graph-plan results/runs/pager_model/smollm2/graph-plan/graph-plan.json")
 SCAN = (f"--region {REGION} --seed 1 --arm {{arm}} --chunk-size 2097152 --passes 3 --threads {{t}} "
         "--compute-us {c} --signal {s} --watchdog-s 60")
@@ -120,15 +120,15 @@ def test_default_matched_cells(cfg, inventory):
     # the weight allowance 0.244 x T_repr; D and P leave F's seven extra windows out
     assert cells.ms_host_budget(cfg, inventory) == 22261234
     assert [cells.ms_pager_budget(cfg, c, inventory) for c in ("oracle", "P", "pair1/D", "pair1/F")] == [
-        21343730, 21343730, 21343730, 22261234]
+        18591218, 18591218, 18591218, 22261234]
     # The matched cells run matched_source.threads (1: a core left to the source), not pager_model's 2.
     common = GENERATE.format(arm="pager-declared").replace("--threads 2", "--threads 1")
     assert cfg["pager_model"]["threads"] == 2 and cfg["matched_source"]["threads"] == 1
     assert shlex.join(cells.ms_generate_args(cfg, "pair1/F", "m.gguf", 22261234)) == (
         common + f" --budget-bytes 22261234 --source uring --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}"
         " --windows 8 --depth 8")
-    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 21343730)) == (
-        common + f" --budget-bytes 21343730 --source direct --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}")
+    assert shlex.join(cells.ms_generate_args(cfg, "oracle", "m.gguf", 18591218)) == (
+        common + f" --budget-bytes 18591218 --source direct --prefetch-depth 2 --huge-chunks off --consumption tensor {MODEL_DIGESTS}")
     assert shlex.join(cells.ms_meta(cfg, "pair1/F", inventory)) == (
         "--meta campaign=matched --meta arm=pager-declared --meta source_arm=F --meta block=1 --meta order=D-F"
         " --meta position=3 --meta r=0.244 --meta rep=1 --meta threads=1 --meta t_repr_bytes=91234567"
@@ -326,11 +326,11 @@ def test_the_consumption_signal_goes_to_every_pager_cell_and_never_to_arm_a(cfg,
 
 def test_content_digest_flags_follow_content_check(cfg):
     assert cells.ps_content_digests(cfg) == f"{REGION}.chunks-2097152.json"
-    assert cells.pm_content_digests(cfg) == "results/models/SmolLM2-135M-Instruct.Q4_1.chunks-131072.json"
+    assert cells.pm_content_digests(cfg) == "results/models/SmolLM2-135M-Instruct.Q4_1.chunks-524288.json"
     c = copy.deepcopy(cfg)
     c["pager_model"]["models"] = ["user:big"]
     c["models"]["user"] = [{"name": "big", "path": "/data/big.gguf", "sha256": "b" * 64}]
-    assert cells.pm_content_digests(c) == "results/models/user/big.chunks-131072.json"
+    assert cells.pm_content_digests(c) == "results/models/user/big.chunks-524288.json"
     assert cells.model_gguf(c, "user/big") == "/data/big.gguf"
     assert cells.model_gguf(c, "synthetic-moe") == "results/models/synthetic-moe.gguf"
     # arm A fills nothing: never the flag
