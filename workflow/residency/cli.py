@@ -144,6 +144,11 @@ def _cmd_table(a) -> int:
         return 0
     if not a.runs:
         raise SystemExit(f"residency: error: table {a.table} needs --runs")
+    if a.table in ("table11-claim-map", "reference-values"):
+        from . import tables_ledger as tl
+
+        (tl.table11_claim_map if a.table == "table11-claim-map" else tl.reference_values_table)(a.runs, a.out_stem)
+        return 0
     if a.table in ("table4-identity", "table7-faults"):
         from . import tables_faults as tf
 
@@ -161,10 +166,12 @@ def _cmd_table(a) -> int:
 
         table9_populations(a.runs.split(","), a.out_stem)
         return 0
-    if a.table in ("table3-principal", "table5-certificate", "table10-negative-results"):
+    if a.table in ("table1-obligations", "table3-principal", "table5-certificate", "table10-negative-results"):
         from . import tables_certificate as tc
 
-        if a.table == "table3-principal":
+        if a.table == "table1-obligations":
+            tc.table1_obligations(a.runs, a.out_stem)
+        elif a.table == "table3-principal":
             tc.table3_principal(a.runs.split(","), a.out_stem)
         elif a.table == "table10-negative-results":
             tc.table10_negative(a.runs.split(","), a.out_stem)
@@ -392,9 +399,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
     s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
                                      "table3-principal", "table4-identity", "table5-certificate", "table7-faults",
-                                     "table9-populations", "table10-negative-results"])
+                                     "table9-populations", "table10-negative-results", "table1-obligations",
+                                     "table11-claim-map", "reference-values"])
     s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal, "
                                                 "table10-negative-results: claim records, comma-separated; table5-certificate: certificate.json; "
+                                                "table1-obligations: certificate.parquet (or certificate.json); "
+                                                "table11-claim-map, reference-values: claims/ledger.json; "
                                                 "table4-identity: certificate, matched-source, faults and reset-warm "
                                                 "Parquet, comma-separated")
     s.add_argument("--models", default=None,

@@ -1,7 +1,8 @@
 """The two pages of the Snakemake report that are not figures or tables: the claim ledger
-(every claim's verdict, its reasons, assertions and the reference's statement) and the
-run's scope (machine identity, kernel features, what each study ran and how its runs were
-graded). Each page is one self-contained HTML file, made from the records alone."""
+(every claim's verdict, its reasons, assertions and the reference's statement, then the
+reference's values beside this run's) and the run's scope (machine identity, kernel
+features, what each study ran and how its runs were graded). Each page is one
+self-contained HTML file, made from the records alone."""
 
 from __future__ import annotations
 
@@ -68,7 +69,26 @@ def ledger_page(ledger: dict, records: dict[str, dict]) -> str:
         f"<p>{len(rows)} claims ({_e(summary)}). Each record is <code>claims/&lt;ID&gt;.json</code>; "
         "<code>residency verify --claim ID</code> re-checks it against its inputs.</p>",
         _table(["claim", "verdict", "headline (measured here)", "reasons", "assertions",
-                "reference statement", "record sha256"], rows, classes)])
+                "reference statement", "record sha256"], rows, classes),
+        *_side_by_side(ledger, records)])
+
+
+def _side_by_side(ledger: dict, records: dict[str, dict]) -> list[str]:
+    """The reference's values beside this run's, per claim in ledger order: this run's read
+    from the record through its pointer, shown missing where the record has none."""
+    from .claims import reference_values as rv
+
+    rows, classes = [], []
+    for entry in ledger["claims"]:
+        for r in rv.side_by_side(records[entry["id"]]):
+            rows.append([f"<b>{_e(entry['id'])}</b>", _e(r["label"]), _e(r["reference"]), _e(rv.shown(r)),
+                         f"<code>{_e(r['pointer'])}</code>", _e(r["tested"]), _e(r["verdict"])])
+            classes.append(str(r["verdict"]))
+    return ["<h2>The reference's values beside this run's</h2>",
+            "<p>The reference's numbers are its own, at its own models and machines; this run's are read from "
+            "each record through the pointer (a value the record lacks is shown missing, with why); "
+            "<i>tested</i> is how the record's assertions on that value came out.</p>",
+            _table(["claim", "label", "reference", "this run", "pointer", "tested", "claim verdict"], rows, classes)]
 
 
 def _kv_table(d: dict) -> str:

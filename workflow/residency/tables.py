@@ -22,9 +22,12 @@ def arm_row(arm: str) -> str:
     return arms.labelled(arm, ARM_ROW[arm]) if arm in ARM_ROW else arm
 
 
-def write_table(df: pd.DataFrame, stem: str | os.PathLike, caption: str) -> None:
+def write_table(df: pd.DataFrame, stem: str | os.PathLike, caption: str, printed: pd.DataFrame | None = None) -> None:
+    """CSV of `df`; Markdown and LaTeX of `printed` where given (e.g. digests abbreviated for
+    print, the CSV keeping them whole), else of `df`."""
     stem = Path(stem)
     atomic.write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
+    df = df if printed is None else printed
     atomic.write_text(stem.with_suffix(".md"), _markdown(df, caption))
     tex = df.to_latex(index=False, caption=caption, escape=True, float_format="%.4g")
     atomic.write_text(stem.with_suffix(".tex"), tex)

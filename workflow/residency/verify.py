@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import claims, history
 from .cells import SWEEP, SWEEP_CLAIMS
-from .claims import record
+from .claims import record, reference_values
 from .identity import sha256_file
 
 LEDGER = "ledger"  # the key of the ledger's own problems in verify_all's answer
@@ -131,7 +131,7 @@ def _deep(doc: dict, root: Path, checker, model: str | None = None) -> list[str]
 def ledger_problems(root: Path, model: str | None = None) -> list[str]:
     """The ledger itself: it exists, lists every claim of the registry once and nothing
     else, each digest matches its record, each record is in its history, each count
-    matches the history."""
+    matches the history, and its reference values beside this run's are what the record gives."""
     root = Path(root).resolve()
     name, known = ledger_file(model), registry(model)
     path = root / name
@@ -148,6 +148,7 @@ def ledger_problems(root: Path, model: str | None = None) -> list[str]:
             problems.append(f"{name} lists {e['id']}, but {claims_dir(model)}/{e['id']}.json is missing")
             continue
         problems += _ledger_entry(e["id"], root, model) + _history(e["id"], root, model) + _tally(e, rec, name)
+        problems += reference_values.ledger_problems(e, json.loads(rec.read_text()), name)
     return problems
 
 

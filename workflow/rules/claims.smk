@@ -66,7 +66,7 @@ rule claim_sweep:
 rule ledger:
     input:
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("claims/__init__.py", "history.py"),
+        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "history.py"),
     output:
         CLAIMS_LEDGER,
     log:
@@ -80,7 +80,7 @@ rule ledger:
 rule ledger_sweep:
     input:
         records=expand(f"{cells.SWEEP_CLAIMS}/{{{{model}}}}/{{claim_id}}.json", claim_id=MODEL_CLAIM_IDS),
-        code=residency_code("claims/__init__.py", "history.py"),
+        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "history.py"),
     output:
         f"{cells.SWEEP_CLAIMS}/{{model}}/ledger.json",
     wildcard_constraints:

@@ -14,7 +14,7 @@ rule report_ledger:
     input:
         ledger=CLAIMS_LEDGER,
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("report_pages.py"),
+        code=residency_code("report_pages.py", "claims/reference_values.py", "claims/record.py"),
     output:
         report("results/report/claims.html", caption="../report/claims.rst", category="Claims"),
     log:

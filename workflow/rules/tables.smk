@@ -2,7 +2,8 @@
 
 TABLES = [f"results/tables/{name}.{ext}" for name in ("pager-synthetic", "pager-model", "table6-matched-pairs", "models",
                                                        "table3-principal", "table5-certificate", "table4-identity", "table7-faults",
-                                                       "table9-populations", "table10-negative-results")
+                                                       "table9-populations", "table10-negative-results",
+                                                       "table1-obligations", "table11-claim-map", "reference-values")
           for ext in ("csv", "md", "tex")]
 TABLE3_CLAIMS = ["claims/C1.json", "claims/C2.json", "claims/C8.json"]  # the principal records, one row each
 TABLE9_CLAIMS = ["claims/C4.json", "claims/C5.json", "claims/C12.json", "claims/C6.json", "claims/C7.json"]  # the reference's order
@@ -197,3 +198,52 @@ rule table7_faults:
         CONDA_ENV
     shell:
         "residency table table7-faults --runs {input.runs:q} --out-stem {params.stem:q} 2> {log:q}"
+
+
+# Table 1 from the certificate's Parquet (the C1 claim's input): each obligation with the
+# certificate's named checks that discharge it.
+rule table1_obligations:
+    input:
+        runs=cells.CERT_TABLE,
+        code=residency_code("tables.py", "tables_certificate.py"),
+    output:
+        table_outputs("table1-obligations"),
+    params:
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table1-obligations.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table table1-obligations --runs {input.runs:q} --out-stem {params.stem:q} 2> {log:q}"
+
+
+# Table 11 (the claim map) and the reference's values beside this run's, from the ledger and
+# the records it lists.
+rule table11_claim_map:
+    input:
+        ledger=CLAIMS_LEDGER,
+        records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
+        code=residency_code("tables.py", "tables_ledger.py", "claims/reference_values.py", "claims/record.py",
+                            "identity.py"),
+    output:
+        table_outputs("table11-claim-map"),
+    params:
+        table="table11-claim-map",
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/table11-claim-map.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "residency table {params.table:q} --runs {input.ledger:q} --out-stem {params.stem:q} 2> {log:q}"
+
+
+use rule table11_claim_map as table_reference_values with:
+    output:
+        table_outputs("reference-values"),
+    params:
+        table="reference-values",
+        stem=lambda w, output: str(Path(output[0]).with_suffix("")),
+    log:
+        f"{LOGS}/reference-values.log",

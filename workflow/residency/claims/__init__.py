@@ -130,8 +130,10 @@ def make(claim_id: str, root: Path, settings: dict, out: Path | None = None,
 
 def ledger(paths: list[Path], out: Path) -> dict:
     """Every record's digest and verdict, with how often it was computed on its scope and
-    the verdicts seen there (from the history), so no rerun hides an earlier verdict."""
+    the verdicts seen there (from the history), so no rerun hides an earlier verdict, and
+    the reference's values beside this run's (reference_values.py)."""
     from ..identity import sha256_file
+    from .reference_values import side_by_side
 
     entries = []
     for p in sorted(paths):
@@ -142,7 +144,8 @@ def ledger(paths: list[Path], out: Path) -> dict:
                         "verdict": doc["verdict"], "headline": doc["headline"],
                         "scope_sha256": history.scope_digest(doc),
                         "in_history": any(e["record_sha256"] == digest for e in past),
-                        **history.tally(past, history.scope_digest(doc))})
+                        **history.tally(past, history.scope_digest(doc)),
+                        "reference_values": side_by_side(doc)})
     led = {"schema_version": 1, "claims": entries}
     record.write(led, out)
     return led
