@@ -33,7 +33,8 @@ def test_outputs_exist(campaign):
                 "results/tables/table4-identity.md", "results/tables/table7-faults.csv",
                 "results/tasks.parquet", "claims/C5.json", "claims/C6.json", "claims/C11.json",
                 "results/speculative.parquet", "claims/C4.json", "results/tables/table9-populations.md",
-                "results/tables/table10-negative-results.md"]:
+                "results/tables/table10-negative-results.md", "results/tables/table1-obligations.md",
+                "results/tables/table11-claim-map.tex", "results/tables/reference-values.csv"]:
         assert (work / rel).stat().st_size > 0, rel
     leftovers = [p for p in (work / "results").rglob(".*.tmp")] + list((work / "claims").glob(".*"))
     assert not leftovers, f"temporary files left behind: {leftovers}"
@@ -377,6 +378,30 @@ def test_claims_hold_and_verify(campaign):
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
         ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
          "P9", "P10", "P11"])
+
+
+def test_reference_values_sit_beside_the_campaigns_records(campaign):
+    """Every unmarked entry of claims/reference_values.py names a value in the tiny
+    campaign's records (a point the tiny config does not run, an r outside its ratios, is
+    shown missing, never filled in); the ledger carries the rows; tables 1 and 11 are read
+    from the certificate and the ledger."""
+    from residency.claims import reference_values as rv
+
+    work, _ = campaign
+    ledger = json.loads((work / "claims" / "ledger.json").read_text())
+    for entry in ledger["claims"]:
+        doc = json.loads((work / entry["path"]).read_text())
+        assert entry["reference_values"] == rv.side_by_side(doc), entry["id"]
+        assert [u for u in rv.unresolved(doc) if "no row of" not in u] == [], entry["id"]
+    t11 = pd.read_csv(work / "results" / "tables" / "table11-claim-map.csv")
+    assert sorted(t11["ID"]) == sorted(e["id"] for e in ledger["claims"])
+    assert dict(zip(t11["ID"], t11["sha256"])) == {e["id"]: e["sha256"] for e in ledger["claims"]}
+    t1 = pd.read_csv(work / "results" / "tables" / "table1-obligations.csv")
+    cert = json.loads((work / "results" / "runs" / "certificate" / "certificate.json").read_text())
+    assert list(t1["field"]) == ["I", "B, A", "E", "L"]
+    assert f"all_tokens_exact = {json.dumps(cert['checks']['all_tokens_exact'])}" in t1.set_index("field").loc["E", "checks"]
+    refv = pd.read_csv(work / "results" / "tables" / "reference-values.csv")
+    assert len(refv) == sum(len(e["reference_values"]) for e in ledger["claims"])
 
 
 def test_rerun_is_a_no_op(campaign):

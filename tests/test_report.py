@@ -20,7 +20,9 @@ pytestmark = pytest.mark.integration
 FIGURES = ["figures/02-miss-rate-vs-optimal.png", "figures/06-real-model-bytes.png",
            "figures/07-throughput-scaling.png", "figures/08-matched-source-pairs.png"]
 TABLES = ["results/tables/pager-synthetic.csv", "results/tables/pager-model.csv",
-          "results/tables/table6-matched-pairs.csv", "results/tables/models.csv"]
+          "results/tables/table6-matched-pairs.csv", "results/tables/models.csv",
+          "results/tables/table1-obligations.csv", "results/tables/table11-claim-map.csv",
+          "results/tables/reference-values.csv"]
 PAGES = ["results/report/claims.html", "results/report/scope.html"]
 
 
@@ -79,6 +81,10 @@ def test_the_ledger_page_has_every_claim_with_its_verdict_and_reasons(report):
         assert f"<b>{rec['verdict']}</b>" in row[1][:400], entry["id"]
         for reason in rec["reasons"]:
             assert html.escape(reason) in page, (entry["id"], reason)
+    side = page.split("beside this run", 1)[1]  # the reference's values, after the claims
+    for entry in ledger["claims"]:
+        for r in entry["reference_values"]:
+            assert html.escape(r["reference"]) in side and html.escape(r["label"]) in side, (entry["id"], r["label"])
 
 
 def test_the_scope_page_names_the_machine(report):
