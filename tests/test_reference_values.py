@@ -79,6 +79,8 @@ def test_a_marked_half_missing_says_why_and_is_not_a_defect():
     assert row["why"] == "/values/gpu_audited: value missing (the reference's GPU half)"
     assert row["tested"] == "unevaluable"
     assert not any("gpu_audited" in u for u in rv.unresolved(doc))
+    del doc["values"]["gpu_audited"]  # renamed away: the mark does not excuse a pointer naming nothing
+    assert any("(/values/gpu_audited): no such value" in u for u in rv.unresolved(doc))
 
 
 def test_a_selected_row_is_found_wherever_the_config_put_it():

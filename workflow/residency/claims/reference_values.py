@@ -11,8 +11,9 @@ An entry with `select` points at a list of rows: the rows whose keys equal `sele
 chosen and `field` (a pointer inside each row) is read from each, so a per-r entry finds
 its ratio wherever the config put it, and a config without that ratio shows it missing.
 `unshown` marks a half this machine may not show (a GPU half, a cgroup-v2 counter): there a
-missing value is expected and says why; an unmarked missing value is a defect the tests
-catch. A missing value is shown as missing, never filled in.
+null value is expected and says why; an unmarked missing value, or a pointer naming nothing
+(marked or not), is a defect the tests catch. A missing value is shown as missing, never
+filled in.
 """
 
 from __future__ import annotations
@@ -336,17 +337,17 @@ def resolve(doc: dict, ref: Ref) -> dict:
     try:
         pointers = _concrete(doc, ref)
         got = [record.resolve(doc, p) for p in pointers]
-        value, why = (got[0] if len(got) == 1 else got), None
-        if not pointers:
-            why = f"no row of {ref.pointer} has {ref.select}"
+        value = got[0] if len(got) == 1 else got
+        why = None if pointers else f"no row of {ref.pointer} has {ref.select}"
     except record.PointerError:  # its message quotes the document: too long to show
         pointers, value, why = [ref.pointer + ref.field], None, "no such value"
     if why is None and _missing(value):
         why = "value missing"
     status = "measured"
-    if why is not None:
-        value, status = None, ("not shown on this machine" if ref.unshown else "missing")
-        why = _record_reason(doc, pointers) or (f"{ref.unshown}: {why}" if ref.unshown else why)
+    if why is not None:  # a marked half is excused only where the record names the value (null)
+        unshown = ref.unshown if why != "no such value" else None
+        value, status = None, ("not shown on this machine" if unshown else "missing")
+        why = (_record_reason(doc, pointers) or f"{unshown}: {why}") if unshown else why
     return out | {"this_run": value, "status": status, "why": why, "unit": ref.unit,
                   "tested": _tested(doc, pointers), "verdict": doc.get("verdict")}
 
