@@ -32,8 +32,8 @@ def tiny_config(build_dir: str) -> dict:
                          cells=["none", "short-read", "stale-completion", "held-consumer", "reset-outstanding"])
     # Two tasks at four tokens: the synthetic model tokenizes bytes, so the prompts need the 512 context.
     cfg["tasks"].update(n=2, tokens=4, ctx=512)
-    # One pair on the tiny dense model: 8 layers of about 50 chunks; 16 each fit 12 MB.
-    cfg["cache_transfer"].update(model="synthetic-dense", prompts=["Hello"], tokens=4, ctx=64, k=16,
+    # Two pairs (the alternation) on the tiny dense model: 8 layers of about 50 chunks; 16 each fit 12 MB.
+    cfg["cache_transfer"].update(model="synthetic-dense", prompts=["Hello", "Goodbye"], tokens=4, ctx=64, k=16,
                                  budget_bytes=12_000_000, watchdog_s=60)
     # Speculative decoding on the same tiny model and budget, six outputs.
     cfg["speculative"].update(model="synthetic-dense", prompt="Hello", tokens=6, ctx=64, budget_bytes=12_000_000,

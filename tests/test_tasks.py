@@ -12,7 +12,7 @@ from residency import config as residency_config
 from residency import tasks
 from residency.claims import c5, c6, c11, record
 
-from conftest import ROOT
+from conftest import ROOT, snakemake, tiny_workdir
 
 SETTINGS = {"c5_f1_tolerance": 0.0, "c11_f1_threshold": 0.5, "c11_required_fraction": 1.0}
 
@@ -82,33 +82,44 @@ def test_normalize_and_exact_match():
 # ---- the cells ----------------------------------------------------------------------------------
 
 
-def test_control_is_the_resident_path_and_the_candidate_a_pager_arm_under_the_limit():
+def test_the_oracle_is_resident_and_every_other_cell_runs_under_the_candidates_limit():
     cfg = _config()
-    ctrl = shlex.join(tasks.generate_args(cfg, "control", "m.gguf", 123))
-    cand = shlex.join(tasks.generate_args(cfg, "candidate", "m.gguf", 123))
-    assert "--arm kernel-mmap" in ctrl and "--budget-bytes" not in ctrl and "--graph-plan" not in ctrl
-    assert f"--arm {cfg['tasks']['arm']}" in cand and "--budget-bytes 123" in cand
-    assert f"--tokens {cfg['tasks']['tokens']}" in cand and f"--ctx {cfg['tasks']['ctx']}" in cand
-    h_ctrl = shlex.join(tasks.harness_args(cfg, "control", 123, "o.json", 1000, "t00"))
-    h_cand = shlex.join(tasks.harness_args(cfg, "candidate", 123, "o.json", 1000, "t00"))
-    assert "--budget-bytes" not in h_ctrl and "--meta role=control" in h_ctrl
-    assert h_cand.startswith("--budget-bytes 123 --overhead o.json ") and "--meta r=0.5" in h_cand
-    assert "--meta config_digest=" + tasks.tasks_digest(cfg) in h_cand
+    assert tasks.cells_of(cfg) == ["oracle", "control-kernel-mmap", "control-pager-lru", "candidate"]
+    gen = {c: shlex.join(tasks.generate_args(cfg, c, "m.gguf", 123)) for c in tasks.cells_of(cfg)}
+    har = {c: shlex.join(tasks.harness_args(cfg, c, 123, "o.json", 1000, "t00")) for c in tasks.cells_of(cfg)}
+    assert "--arm kernel-mmap" in gen["oracle"] and "--budget-bytes" not in gen["oracle"] + har["oracle"]
+    assert "--meta role=oracle" in har["oracle"] and "--meta r=" not in har["oracle"]
+    # A (kernel-mmap) takes no pager budget: the host limit is its cap; the pager arms get r * T_repr.
+    assert "--arm kernel-mmap" in gen["control-kernel-mmap"] and "--budget-bytes" not in gen["control-kernel-mmap"]
+    assert "--arm pager-lru" in gen["control-pager-lru"] and "--budget-bytes 123" in gen["control-pager-lru"]
+    assert f"--arm {cfg['tasks']['arm']}" in gen["candidate"] and "--budget-bytes 123" in gen["candidate"]
+    for cell in ("control-kernel-mmap", "control-pager-lru", "candidate"):  # one limit r * T_repr + O for all three
+        assert har[cell].startswith("--budget-bytes 123 --overhead o.json ") and "--meta r=0.5" in har[cell], cell
+        assert f"--tokens {cfg['tasks']['tokens']}" in gen[cell] and f"--ctx {cfg['tasks']['ctx']}" in gen[cell]
+    assert "--meta role=control" in har["control-pager-lru"] and "--meta control_index=1" in har["control-pager-lru"]
+    assert "--meta control_index=0" in har["control-kernel-mmap"] and "control_index" not in har["candidate"]
+    assert "--meta config_digest=" + tasks.tasks_digest(cfg) in har["candidate"]
 
 
 def test_runs_and_digest_follow_the_tasks_section():
     cfg = _config()
     runs = tasks.task_runs(cfg)
-    assert len(runs) == 2 * cfg["tasks"]["n"] and runs[0] == "results/runs/tasks/t00/control/harness.json"
+    assert len(runs) == 4 * cfg["tasks"]["n"] and runs[0] == "results/runs/tasks/t00/oracle/harness.json"
+    assert runs[3] == "results/runs/tasks/t00/candidate/harness.json"
     other = copy.deepcopy(cfg)
     other["tasks"]["seed"] += 1
     assert tasks.tasks_digest(other) != tasks.tasks_digest(cfg)
+    other = copy.deepcopy(cfg)
+    other["tasks"]["controls"] = ["pager-lru"]
+    assert tasks.tasks_digest(other) != tasks.tasks_digest(cfg) and len(tasks.task_runs(other)) == 3 * cfg["tasks"]["n"]
 
 
 @pytest.mark.parametrize("change, needle", [
     (lambda c: c["tasks"].pop("seed"), "seed"),
     (lambda c: c["tasks"].update(extra=1), "extra"),
     (lambda c: c["tasks"].update(arm="kernel-mmap"), "arm"),
+    (lambda c: c["tasks"].update(controls=[]), "tasks.controls"),
+    (lambda c: c["tasks"].update(controls=["pager-lru", "pager-lru"]), "tasks.controls"),
     (lambda c: c["claims"].pop("c11_f1_threshold"), "c11_f1_threshold"),
 ])
 def test_the_schema_checks_the_tasks_section(change, needle):
@@ -118,26 +129,77 @@ def test_the_schema_checks_the_tasks_section(change, needle):
         residency_config.validate(cfg)
 
 
+# ---- the premise: controls nonresident under the candidate's own cap ------------------------------
+
+
+def test_the_default_and_paper_tasks_keep_the_premise():
+    assert tasks.premise_error(_config()) is None
+    assert tasks.premise_error(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())) is None
+
+
+@pytest.mark.parametrize("change, needle", [
+    # the resident path is the oracle, never C5's (or C6's) control
+    (lambda t: t.update(controls=["resident", "pager-lru"]), "tasks.controls[0]: 'resident' is the resident path"),
+    (lambda t: t.update(controls=["kernel-mmap", "oracle"]), "tasks.controls[1]: 'oracle' is the resident path"),
+    # r = 1: the cap holds every weight, so kernel-mmap under it is resident
+    (lambda t: t.update(ratio=1.0), "tasks.ratio: 1.0 makes the hard limit r x T_repr + O hold every weight"),
+    (lambda t: t.update(controls=["kernel-mmap", "pager-declared"]), "tasks.controls[1]: 'pager-declared' is the "
+                                                                      "candidate's arm"),
+    (lambda t: t.update(controls=["pager-lru-k"]), "tasks.controls[0]: 'pager-lru-k' is not one of the control arms"),
+])
+def test_a_control_that_is_not_nonresident_under_the_cap_is_refused_in_one_line(change, needle):
+    cfg = _config()
+    change(cfg["tasks"])
+    residency_config.validate(cfg)  # the schema admits it: the premise check is what refuses
+    msg = tasks.premise_error(cfg)
+    assert msg is not None and msg.startswith("config error: ") and "\n" not in msg
+    assert needle in msg, msg
+
+
+def test_snakemake_refuses_a_resident_control_before_any_cell_runs(tmp_path):
+    work = tiny_workdir(tmp_path)
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    cfg["tasks"]["controls"] = ["resident"]
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    p = snakemake(work, "-n", "claims/C5.json", timeout=300)
+    errors = [line for line in p.stderr.splitlines() if line.strip() and not line.startswith("Using workflow")]
+    assert p.returncode != 0 and errors == [tasks.premise_error(cfg)], p.stderr[-2000:]
+    assert not (work / "results").exists()
+
+
 # ---- the claims on fixture tables ----------------------------------------------------------------
 
+CELLS = (("oracle", "kernel-mmap", None), ("control", "kernel-mmap", 0), ("control", "pager-lru", 1),
+         ("candidate", "pager-declared", None))
 
-def _row(task, role, f1, *, status="ok", wall=1.0, grade="hard", peak=90, limit=100, events=0, oom=0,
-         tokens_equal=True):
-    cand = role == "candidate"
-    ok = None if grade != "hard" else (peak < limit and events == 0 and oom == 0)
-    return {"task": task, "kind": "place", "role": role, "arm": "pager-declared" if cand else "kernel-mmap",
-            "r": 0.5 if cand else None, "status": status, "error": None if status == "ok" else "boom",
+
+def _row(task, role, arm, index, f1, *, status="ok", wall=1.0, grade="hard", peak=90, limit=100, events=0, oom=0,
+         exact=True):
+    oracle = role == "oracle"
+    ok = None if oracle or grade != "hard" else (peak < limit and events == 0 and oom == 0)
+    return {"task": task, "kind": "place", "role": role, "arm": arm, "control_index": index,
+            "r": None if oracle else 0.5, "status": status, "error": None if status == "ok" else "boom",
             "reference": "Porto", "answer": "Porto" if f1 == 1.0 else "Lyon", "f1": f1 if status == "ok" else None,
-            "tokens_equal_control": tokens_equal if cand else None, "wall_s": wall,
-            "host_grade": grade if cand else "unenforced", "limit_bytes": limit if cand else None,
-            "peak_bytes": peak, "limit_events": events if cand else None, "oom_kills": oom if cand else None,
-            "resource_ok": ok if cand else None}
+            "tokens_equal_oracle": None if oracle else exact, "logits_equal_oracle": None if oracle else exact,
+            "wall_s": wall, "host_grade": "instrumented" if oracle else grade, "limit_bytes": None if oracle else limit,
+            "peak_bytes": peak, "limit_events": None if oracle else events, "oom_kills": None if oracle else oom,
+            "resource_ok": ok}
 
 
-def _table(ctrl, cand, **kw):
+def _table(ctrl, cand, *, walls=None, exact=None, status=None, **kw):
+    """Per task: the oracle and both controls score `ctrl`, the candidate `cand`. walls[cell]
+    and exact[cell] (cell = role or control arm) give every task of that cell a wall time or
+    an exactness outcome; defaults: controls 2.0 s (A) and 3.0 s (C), the candidate 1.0 s."""
+    walls = {"oracle": 0.5, "kernel-mmap": 2.0, "pager-lru": 3.0, "candidate": 1.0, **(walls or {})}
+    exact, status = exact or {}, status or {}
     rows = []
     for i, (a, b) in enumerate(zip(ctrl, cand)):
-        rows += [_row(f"t{i:02d}", "control", a), _row(f"t{i:02d}", "candidate", b, wall=2.0, **kw)]
+        for role, arm, index in CELLS:
+            key = arm if role == "control" else role
+            wall = walls[key][i] if isinstance(walls[key], list) else walls[key]
+            extra = kw if role == "candidate" else {}
+            rows.append(_row(f"t{i:02d}", role, arm, index, b if role == "candidate" else a, wall=wall,
+                             exact=exact.get(key, True), status=status.get(key, "ok"), **extra))
     return {"tasks": pd.DataFrame(rows)}
 
 
@@ -147,11 +209,19 @@ def _verdict(mod, frames, settings=SETTINGS):
     return record.verdict_of(doc, res.insufficient), doc["values"]
 
 
-def test_c5_equal_f1_leaves_only_the_named_cycle_half_unshown():
+def test_c5_passes_with_equal_f1_and_every_task_direction_favourable():
     (verdict, reasons), v = _verdict(c5, _table([1.0, 0.0], [1.0, 0.0]))
-    assert verdict == "insufficient-evidence"
-    assert len(reasons) == 1 and "favourable-cycle half" in reasons[0]
-    assert v["aggregate_f1_delta"] == 0.0 and v["cycle"]["total_candidate_over_control"] == 2.0
+    assert verdict == "pass", reasons
+    assert v["control_arm"] == "kernel-mmap" and v["aggregate_f1_delta"] == 0.0  # the established control
+    assert v["cycle"]["total_control_wall_s"] == 4.0 and v["cycle"]["total_candidate_over_control"] == 0.5
+    assert v["cycle"]["favourable_against_a_nonresident_control"] == [True, True]
+    assert v["protocol_revision"]["revision"].startswith("C5 r1") and "6 GiB" in v["protocol_revision"]["follows"]
+
+
+def test_c5_fails_when_one_task_direction_is_unfavourable():
+    (verdict, reasons), v = _verdict(c5, _table([1.0, 0.0], [1.0, 0.0], walls={"candidate": [1.0, 2.5]}))
+    assert verdict == "fail" and v["cycle"]["total_candidate_over_control"] < 1  # the total alone would pass
+    assert any("favourable_against_a_nonresident_control" in r for r in reasons), reasons
 
 
 def test_c5_fails_on_unequal_f1_and_a_tolerance_set_before_the_runs_can_admit_it():
@@ -162,18 +232,43 @@ def test_c5_fails_on_unequal_f1_and_a_tolerance_set_before_the_runs_can_admit_it
 
 
 def test_c5_an_unfinished_run_is_insufficient_evidence():
-    frames = _table([1.0], [1.0])
-    frames["tasks"].loc[1, ["status", "f1"]] = ["oom-killed", None]
+    (verdict, reasons), _ = _verdict(c5, _table([1.0], [1.0], status={"kernel-mmap": "oom-killed"}))
+    assert verdict == "insufficient-evidence" and any("control kernel-mmap: status oom-killed" in r for r in reasons)
+
+
+def test_c5_needs_its_control_under_the_candidates_hard_limit():
+    frames = _table([1.0, 0.0], [1.0, 0.0])
+    t = frames["tasks"]
+    t.loc[(t["arm"] == "kernel-mmap") & (t["role"] == "control"), "limit_bytes"] = None  # ran with no limit
     (verdict, reasons), _ = _verdict(c5, frames)
-    assert verdict == "insufficient-evidence" and any("oom-killed" in r for r in reasons)
+    assert verdict == "insufficient-evidence" and any("one hard limit" in r for r in reasons), reasons
+    (verdict, reasons), _ = _verdict(c5, _table([1.0], [1.0], grade="unenforced"))
+    assert verdict == "insufficient-evidence" and any("need a hard host limit" in r for r in reasons), reasons
 
 
-def test_c6_zero_margin_met_and_missed():
-    (verdict, reasons), _ = _verdict(c6, _table([1.0, 0.5], [1.0, 0.5]))
-    assert verdict == "insufficient-evidence" and len(reasons) == 1 and "request-plus-reset" in reasons[0]
+def test_c6_picks_the_fastest_exact_control_and_meets_the_zero_margin():
+    (verdict, reasons), v = _verdict(c6, _table([1.0, 0.5], [1.0, 0.5]))
+    assert verdict == "pass", reasons
+    assert v["control_arm"] == "kernel-mmap" and v["cycle"]["total_control_wall_s"] == 4.0
+    assert v["cycle"]["shorter_against_a_nonresident_control"] is True and v["valid_cells"] == 4
+    # A faster but not exact: the rule passes over it to the fastest exact control, C.
+    (verdict, reasons), v = _verdict(c6, _table([1.0, 0.5], [1.0, 0.5], walls={"kernel-mmap": 0.9},
+                                                exact={"kernel-mmap": False}))
+    assert v["control_arm"] == "pager-lru" and v["controls"]["kernel-mmap"]["exact_all"] is False
+    assert verdict == "pass" and v["cycle"]["total_control_wall_s"] == 6.0
+    # C faster than A: C is the control, and a candidate slower than it fails the cycle half.
+    (verdict, reasons), v = _verdict(c6, _table([1.0, 0.5], [1.0, 0.5], walls={"pager-lru": 0.8}))
+    assert v["control_arm"] == "pager-lru" and verdict == "fail"
+    assert any("shorter_against_a_nonresident_control" in r for r in reasons), reasons
+
+
+def test_c6_zero_margin_missed_and_no_exact_control():
     (verdict, reasons), v = _verdict(c6, _table([1.0, 0.5], [1.0, 0.4]))
     assert verdict == "fail" and v["aggregate_f1_delta"] == pytest.approx(-0.05)
     assert any("zero-margin" in r for r in reasons)
+    (verdict, reasons), v = _verdict(c6, _table([1.0], [1.0], exact={"kernel-mmap": False, "pager-lru": None}))
+    assert verdict == "insufficient-evidence" and v["control_arm"] is None
+    assert any("no control satisfies the exactness contract" in r for r in reasons), reasons
 
 
 def test_c11_passes_when_resources_pass_and_the_line_stops():

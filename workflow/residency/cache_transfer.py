@@ -3,9 +3,13 @@ independent per-layer LRU-k (pager-lru-k, `--lru-k K`) on one model, with the sa
 and representation (same build, source, windows, chunk size, budget, threads), one pair of
 cells per configured prompt, bound to the config's `cache_transfer` section.
 
-The cells run one after another in alternating order (pair 0: zero, lru-k; pair 1: lru-k,
-zero; ...): each cell's job waits for the one before it, so neither arm always runs first on
-a storage state the other left. Every cell is one job under the harness.
+The cells run one after another in alternating fixed order (pair 0: zero, lru-k; pair 1:
+lru-k, zero; ...): each cell's job waits for the one before it, so neither arm always runs
+first on a storage state the other left. Every cell is one job under the harness and a cold
+prefill: a fresh process, the model's page cache dropped first (`--drop-cache`). Its prefill
+and decode run in that one process with no pager reset between them, so LRU-k's decode
+starts from what the prefill's tail left resident (the reference's prefill-tail seeding).
+`premise_error` refuses a config that cannot make such pairs before any cell runs.
 """
 
 from __future__ import annotations
@@ -32,6 +36,20 @@ def order(config: dict) -> list[tuple[int, str]]:
     """(pair, arm) of every cell in run order: zero, lru-k, lru-k, zero, zero, lru-k, ..."""
     n = len(config["cache_transfer"]["prompts"])
     return [(i, a) for i in range(n) for a in (ARMS if i % 2 == 0 else ARMS[::-1])]
+
+
+def premise_error(config: dict) -> str | None:
+    """One line naming the key when the pairs cannot be the reference's (004 §5.1: "a cold
+    prefill ... alternating fixed order across five prompts"), else None: a repeated prompt
+    is not another pair, and one generated token leaves no decode to time."""
+    c = config["cache_transfer"]
+    for i, text in enumerate(c["prompts"]):
+        if text in c["prompts"][:i]:
+            return (f"config error: cache_transfer.prompts[{i}]: the same prompt as prompts[{c['prompts'].index(text)}]; "
+                    "each pair needs its own prompt")
+    if c["tokens"] < 2:
+        return f"config error: cache_transfer.tokens: {c['tokens']} leaves no decode pass after the prefill to time"
+    return None
 
 
 def cell_run(pair: int, arm: str) -> str:

@@ -2,24 +2,48 @@
 (pager-zero against pager-lru-k, one pair per prompt), made again from the run directories by
 `verify --deep`. Within each pair the lru-k cell's tokens and logit rows are byte-compared with
 the zero cell's (the same build, scheduler and representation); both rows carry the outcome.
+A row also says whether its cell started cold (the harness dropped the model's page cache
+before a fresh process) and, from its chunk trace, the misses and hits of the prefill pass
+and of the first decode pass: what the prefill's tail left resident seeds the decode
+(one process, no reset between them), so a seeded cache shows as hits in that first pass.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 
-from . import gather
+from . import gather, trace
 from .arms import PAGER_LRU_K, PAGER_ZERO
 from .exactness import compare
 
 STUDY = "cache-transfer"
 
 
+def pass_outcomes(run_dir: Path, run: dict) -> dict:
+    """Misses and hits of the prefill pass (0) and the first decode pass (1) from trace.bin
+    (None when the cell did not finish, has no trace or no decode pass)."""
+    out = dict.fromkeys(("prefill_misses", "prefill_hits", "first_decode_misses", "first_decode_hits"))
+    spp = gather._int(run.get("steps_per_pass"))
+    path = run_dir / "trace.bin"
+    if not spp or not path.exists() or run.get("status") != "ok":
+        return out
+    acc = trace.read(path).accesses
+    passes, miss = acc["step"] // spp, (acc["flags"] & trace.FLAG_MISS) != 0
+    for k, name in ((0, "prefill"), (1, "first_decode")):
+        if (passes == k).any():
+            out[f"{name}_misses"] = int(miss[passes == k].sum())
+            out[f"{name}_hits"] = int((~miss[passes == k]).sum())
+    return out
+
+
 def cell_row(run_dir: Path) -> dict:
     row, run, meta = gather._common(run_dir)
+    harness = json.loads((run_dir / "harness.json").read_text())
+    model = (run.get("config") or {}).get("model") or (run.get("model") or {}).get("path")
     gen, cfg = run.get("generation") or {}, run.get("config") or {}
     return {"pair": int(meta["pair"]), "order": int(meta["order"]), "arm": row["arm"], "status": row["status"],
             "error": row["error"], "policy": row["policy"], "lru_k": gather._int(cfg.get("lru_k")),
@@ -30,7 +54,10 @@ def cell_row(run_dir: Path) -> dict:
             "demand_fills": row["demand_fills"], "host_grade": row["host_grade"],
             "limit_bytes": row["limit_bytes"], "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
             "engine_sha256": row["engine_sha256"], "config_digest": row["config_digest"],
-            "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"]}
+            "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"],
+            # a cold prefill: the harness dropped the model's page cache before this fresh process
+            "cold_start": model is not None and model in (harness.get("dropped_cache") or []),
+            **pass_outcomes(run_dir, run)}
 
 
 def cache_transfer_table(lin: dict) -> pa.Table:

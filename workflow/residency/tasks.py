@@ -5,8 +5,13 @@ Each task is a passage of a few sentences assembled from the word lists below (a
 an object, a place, a count) and a question about one sentence whose answer is a span of
 the passage (a place, a person or a number). The same seed and count give the same tasks
 on every machine (random.Random with the seed; nothing else is read). Each task runs
-twice through `residctl generate` on the primary model: the control on the resident path
-(arm kernel-mmap, no host limit), the candidate on a pager arm at a budget r * T_repr.
+through `residctl generate` on the primary model in these cells: the oracle, the resident
+path (kernel-mmap, no host limit), whose tokens and logit rows every other cell of the task
+is compared with; one control per `tasks.controls` arm and the candidate (`tasks.arm`),
+all nonresident under the candidate's own hard host limit r * T_repr + O (reference 004
+A.4: "the strongest control satisfying the exactness contract", under the same hard 6 GiB
+cap as the candidate, Table 9). `premise_error` refuses a config that breaks this before
+any cell runs.
 
 The answer a run gives is its generated text up to the first line break (the prompt ends
 in "Answer:", so the first line is the answer the model wrote); it is scored against the
@@ -27,7 +32,8 @@ from .identity import digest
 
 TASK_RUNS = "results/runs/tasks"
 TASK_TABLE = "results/tasks.parquet"
-ROLES = ("control", "candidate")
+ORACLE, CONTROL, CANDIDATE = "oracle", "control", "candidate"
+ROLES = (ORACLE, CONTROL, CANDIDATE)
 
 FIRST_NAMES = ("Mara", "Tomas", "Ilse", "Oren", "Priya", "Dario", "Keiko", "Lucan", "Nadia", "Ferris",
                "Halva", "Joaquin", "Selma", "Viktor", "Anouk", "Bram")
@@ -142,13 +148,51 @@ def calibration_runs(config: dict) -> list[str]:
     return [f"{TASK_RUNS}/calibrate/rep{k}/harness.json" for k in range(1, config["harness"]["overhead_reps"] + 1)]
 
 
-def task_run(task_id: str, role: str) -> str:
-    return f"{TASK_RUNS}/{task_id}/{role}/harness.json"
+def cells_of(config: dict) -> list[str]:
+    """A task's cells in run order, named as their run directories: the oracle, each
+    control (control-<arm>, in config order), the candidate."""
+    return [ORACLE, *(f"{CONTROL}-{a}" for a in config["tasks"]["controls"]), CANDIDATE]
+
+
+def role_of(cell: str) -> str:
+    return CONTROL if cell.startswith(CONTROL + "-") else cell
+
+
+def task_run(task_id: str, cell: str) -> str:
+    return f"{TASK_RUNS}/{task_id}/{cell}/harness.json"
 
 
 def task_runs(config: dict) -> list[str]:
-    """Every task's control, then its candidate."""
-    return [task_run(i, role) for i in task_ids(config) for role in ROLES]
+    """Every task's cells: its oracle, its controls, its candidate."""
+    return [task_run(i, c) for i in task_ids(config) for c in cells_of(config)]
+
+
+# ---- the premise (DESIGN.md §12) ------------------------------------------------------------
+
+CONTROL_ARMS = (arms.KERNEL_MMAP, arms.PAGER_LRU, arms.PAGER_DECLARED, arms.PAGER_PREFETCH, arms.PAGER_ZERO)
+_RESIDENT = ("resident", ORACLE)
+_WHY = ("reference 004 A.4: \"the strongest control satisfying the exactness contract\", nonresident under the "
+        "candidate's hard 6 GiB cap, Table 9")
+
+
+def premise_error(config: dict) -> str | None:
+    """One line naming the key when a control would not be nonresident under the
+    candidate's own hard limit r * T_repr + O, else None. Eq. 1 with R_policy = O: the
+    weights T_repr exceed H_cap - R_policy = r * T_repr exactly when r < 1."""
+    t = config["tasks"]
+    if float(t["ratio"]) >= 1:
+        return (f"config error: tasks.ratio: {t['ratio']} makes the hard limit r x T_repr + O hold every weight, so "
+                f"each control would be the resident path; a control runs nonresident, r < 1 ({_WHY})")
+    for i, arm in enumerate(t["controls"]):
+        where = f"config error: tasks.controls[{i}]: {arm!r}"
+        if arm in _RESIDENT:
+            return (f"{where} is the resident path (kernel-mmap, no host limit), the exactness oracle of every task "
+                    f"run, not a control; a control runs under the candidate's hard limit r x T_repr + O ({_WHY})")
+        if arm == t["arm"]:
+            return f"{where} is the candidate's arm (tasks.arm); a control is another mechanism"
+        if arm not in CONTROL_ARMS:
+            return f"{where} is not one of the control arms {', '.join(CONTROL_ARMS)}"
+    return None
 
 
 def tasks_digest(config: dict) -> str:
@@ -158,30 +202,35 @@ def tasks_digest(config: dict) -> str:
     return digest(cells.pm_sections(view) | {"tasks": config["tasks"]})
 
 
-def role_arm(config: dict, role: str) -> str:
-    return arms.KERNEL_MMAP if role == "control" else config["tasks"]["arm"]
+def cell_arm(config: dict, cell: str) -> str:
+    if cell == ORACLE:
+        return arms.KERNEL_MMAP
+    return config["tasks"]["arm"] if cell == CANDIDATE else cell[len(CONTROL) + 1:]
 
 
-def generate_args(config: dict, role: str, model: str, budget) -> list[str]:
+def generate_args(config: dict, cell: str, model: str, budget) -> list[str]:
     """residctl generate flags of one task run (prompt and run directory added by the rule).
-    No --graph-plan: each prompt has its own prefill shape, so the run learns its own."""
+    No --graph-plan: each prompt has its own prefill shape, so the run learns its own. A
+    pager arm gets the weight budget r * T_repr; kernel-mmap none (its host limit caps it)."""
     view = cells.model_view(config)
     pm, t = view["pager_model"], config["tasks"]
-    arm = role_arm(config, role)
+    arm = cell_arm(config, cell)
     args = cells.opts(model=model, arm=arm, chunk_size=pm["chunk_bytes"], tokens=t["tokens"], threads=pm["threads"],
                       ctx=t["ctx"], watchdog_s=pm["watchdog_s"])
     huge = cells.opts(huge_chunks=pm["huge_chunks"])
     return args + cells.pager_flags(pm, arm, budget, pm["source"], huge, cells.pm_content_digests(view))
 
 
-def harness_args(config: dict, role: str, budget, overhead: str, t_repr: int, task_id: str) -> list[str]:
-    """The candidate runs under the hard host limit r * T_repr + O (the study's calibrated
-    overhead); the control, the resident path, under none."""
+def harness_args(config: dict, cell: str, budget, overhead: str, t_repr: int, task_id: str) -> list[str]:
+    """Every cell but the oracle runs under the candidate's hard host limit r * T_repr + O
+    (O the task runs' calibrated overhead); the oracle, the resident path, under none."""
     t = config["tasks"]
-    kv = {"campaign": "tasks", "task": task_id, "role": role, "arm": role_arm(config, role),
-          "t_repr_bytes": t_repr}
+    role, arm = role_of(cell), cell_arm(config, cell)
+    kv = {"campaign": "tasks", "task": task_id, "role": role, "arm": arm, "t_repr_bytes": t_repr}
+    if role == CONTROL:
+        kv["control_index"] = t["controls"].index(arm)  # 0: the established control (C5's)
     limit = []
-    if role == "candidate":
+    if role != ORACLE:
         kv["r"] = cells.ratio_str(t["ratio"])
         limit = cells.opts(budget_bytes=budget, overhead=overhead)
     return limit + cells.meta_flags(tasks_digest(config), kv)

@@ -1,7 +1,12 @@
 # Cache transfer (reference 004 A.5; claim C7): per prompt one pair of cells on one model,
 # zero reuse (pager-zero) against per-layer LRU-k (pager-lru-k), the same build, scheduler
-# and representation; every cell one job under the harness, run one after another in
-# alternating order (each waits for the cell before it); then results/cache_transfer.parquet.
+# and representation; every cell one job under the harness and a cold prefill (the model's
+# page cache dropped, a fresh process), run one after another in alternating fixed order
+# (each waits for the cell before it); then results/cache_transfer.parquet.
+
+# The premise before any cell: one prompt per pair, a decode after each prefill.
+if (premise := cache_transfer.premise_error(config)) is not None:
+    sys.exit(premise)
 
 CT_MODEL, CT_IDENTITY = cache_transfer.model_files(config)
 
@@ -38,7 +43,8 @@ rule cache_transfer_cell:
 rule gather_cache_transfer:
     input:
         runs=cache_transfer.runs(config),
-        code=residency_code("gather_cache_transfer.py", "gather.py", "exactness.py", "lineage.py", "manifest.py"),
+        code=residency_code("gather_cache_transfer.py", "gather.py", "exactness.py", "lineage.py", "manifest.py",
+                            "trace.py"),
     output:
         cache_transfer.TABLE,
     params:

@@ -1,8 +1,13 @@
 # The utility tasks (reference 004 A.2, A.4, B; claims C5, C6, C11): each task of the seeded
-# extractive-QA set (residency/tasks.py) runs twice on the primary model under the harness:
-# the control on the resident path (kernel-mmap, no host limit), the candidate on a pager
-# arm at r * T_repr under the hard limit r * T_repr + O, O calibrated for the task runs'
-# context; then results/tasks.parquet (answers scored with token F1).
+# extractive-QA set (residency/tasks.py) runs as one job per cell on the primary model under
+# the harness: the oracle on the resident path (kernel-mmap, no host limit), each control of
+# tasks.controls and the candidate (tasks.arm) at r * T_repr under the candidate's hard limit
+# r * T_repr + O, O calibrated for the task runs' context; then results/tasks.parquet (answers
+# scored with token F1, every nonresident cell compared with its task's oracle).
+
+# The premise before any cell: every control nonresident under the candidate's own cap.
+if (premise := residency_tasks.premise_error(config)) is not None:
+    sys.exit(premise)
 
 TASKS = config["tasks"]
 TASK_IDS = residency_tasks.task_ids(config)
@@ -63,21 +68,21 @@ rule task_cell:
         digests=PM_DIGESTS,
         overhead="results/calibration/tasks.json",
     output:
-        f"{residency_tasks.TASK_RUNS}/{{task}}/{{role}}/harness.json",
+        f"{residency_tasks.TASK_RUNS}/{{task}}/{{cell}}/harness.json",
     wildcard_constraints:
         task="|".join(TASK_IDS),
-        role="|".join(residency_tasks.ROLES),
+        cell="|".join(map(re.escape, residency_tasks.cells_of(config))),
     params:
         dir=lambda w, output: run_dir(output),
-        gen=lambda w, input: residency_tasks.generate_args(config, w.role, input.model,
+        gen=lambda w, input: residency_tasks.generate_args(config, w.cell, input.model,
                                                             pm_budget(input.inventory, TASKS["ratio"])),
-        harness=lambda w, input: residency_tasks.harness_args(config, w.role, pm_budget(input.inventory, TASKS["ratio"]),
+        harness=lambda w, input: residency_tasks.harness_args(config, w.cell, pm_budget(input.inventory, TASKS["ratio"]),
                                                               input.overhead, pm_t_repr(input.inventory), w.task),
         prompt=lambda w: residency_tasks.prompt(residency_tasks.task_by_id(config, w.task)),
         cgroup=config["harness"]["cgroup"],
         config_digest=TASKS_DIGEST,
     log:
-        f"{LOGS}/tasks/{{task}}-{{role}}.log",
+        f"{LOGS}/tasks/{{task}}-{{cell}}.log",
     resources:
         storage_exclusive=1,
     conda:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from .record import Assertion, ClaimResult, as_float
-from .task_runs import pairs
+from .task_runs import CANDIDATE, column, runs, unfit
 
 ID = "C11"
 REFERENCE = ("Reference claim C11 (Appendix B): the published 24,119,299,040-byte Llama-3.3-70B IQ2_M artifact was "
@@ -32,9 +32,10 @@ INPUTS = {"tasks": "results/tasks.parquet"}
 
 
 def compute(frames, settings) -> ClaimResult:
-    p, insufficient = pairs(frames["tasks"])
-    tasks = sorted(p)
-    cand = [p[i][1] for i in tasks]
+    rows = column(runs(frames["tasks"]), CANDIDATE)
+    insufficient = unfit(rows, "candidate") or ([] if rows else ["results/tasks.parquet has no runs"])
+    tasks = [i for i, r in rows.items() if r is not None]
+    cand = [rows[i] for i in tasks]
     thr, frac = float(settings["c11_f1_threshold"]), float(settings["c11_required_fraction"])
     f1 = [as_float(r["f1"]) for r in cand]
     ok = [None if r["resource_ok"] is None else bool(r["resource_ok"]) for r in cand]
