@@ -56,6 +56,7 @@ include: "workflow/rules/models_llm.smk"
 include: "workflow/rules/pager.smk"
 include: "workflow/rules/pager_model.smk"
 include: "workflow/rules/matched_source.smk"
+include: "workflow/rules/bounded_source.smk"
 include: "workflow/rules/certificate.smk"
 include: "workflow/rules/reclaim.smk"
 include: "workflow/rules/faults.smk"
@@ -77,7 +78,7 @@ localrules:
     all, figures, claims, tables, llama, llama_sdist, llm_models, model_smollm2, overhead, pager_model_overhead,
     gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
     analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
-    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, gather_speculative, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
+    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, gather_speculative, gather_bounded_source, bounded_source_overhead, bounded_source_premise, matched_source_premise, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
     gather_pager_model_roofline, gather_pager_model_roofline_sweep,
     table_pager_model_sweep, table9_populations, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
 

@@ -38,6 +38,9 @@ def tiny_config(build_dir: str) -> dict:
     # Speculative decoding on the same tiny model and budget, six outputs.
     cfg["speculative"].update(model="synthetic-dense", prompt="Hello", tokens=6, ctx=64, budget_bytes=12_000_000,
                               watchdog_s=60)
+    # C8's pair on a smaller sparse MoE (two layers, about 28 MB), four outputs.
+    cfg["models"]["synthetic"]["sparse-moe"]["n_layer"] = 2
+    cfg["bounded_source"].update(tokens=4)
     cfg["llama"]["build_dir"] = str(ROOT / ".build" / "llama.cpp")  # the cached pinned build
     return cfg
 

@@ -26,6 +26,7 @@ def test_outputs_exist(campaign):
                 "results/pager_model.parquet", "results/tables/pager-model.md",
                 "results/matched_source.parquet", "results/tables/table6-matched-pairs.md",
                 "figures/08-matched-source-pairs.png", "claims/C2.json", "claims/C8.json",
+                "results/bounded_source.parquet", "results/runs/matched_source/synthetic-dense/premise.json",
                 "results/reclaim.parquet", "figures/04-reclaim-authority.png", "claims/P3.json",
                 "claims/C1.json", "results/runs/certificate/certificate.json",
                 "results/tables/table3-principal.md", "results/tables/table5-certificate.tex",
@@ -206,15 +207,21 @@ def c2_from_runs(work: Path, doc: dict) -> None:
 
 
 def c8_from_runs(work: Path, doc: dict) -> None:
-    """Host peaks and eq. 1's margins, from the P and F cells' harness.json."""
+    """C8's own pair: host peaks, the premise and eq. 1's margins, from its cells' harness.json
+    and the premise record the capped cells ran after."""
     v = doc["values"]
-    cells = {c: _json(work / d / "harness.json") for c, d in
-             ((x["source_arm"] + str(x["block"]), x["run_dir"]) for x in _json(work / "claims/C2.json")["values"]["cells"])}
-    assert v["p_peak_bytes"] == cells["P0"]["host"]["cgroup"]["peak_bytes"]
-    assert v["f_peak_bytes"] == [cells[f"F{k}"]["host"]["cgroup"]["peak_bytes"] for k in (1, 2)]
+    runs = work / "results/runs/bounded_source"
+    cells = {c: _json(runs / c / "harness.json") for c in ("P-natural", "P", "F")}
+    assert v["p_peak_bytes"] == cells["P"]["host"]["cgroup"]["peak_bytes"]
+    assert v["f_peak_bytes"] == cells["F"]["host"]["cgroup"]["peak_bytes"]
+    premise = _json(runs / "premise.json")
+    assert v["premise"]["p_natural_peak_bytes"] == cells["P-natural"]["host"]["cgroup"]["peak_bytes"] \
+        == premise["p_natural_peak_bytes"]
+    assert v["premise"]["h_cap_bytes"] == cells["P"]["host"]["limit_bytes"] == premise["h_cap_bytes"]
     margins = [int(h["meta"]["t_repr_bytes"]) - (h["host"]["limit_bytes"] - int(h["meta"]["reserve_bytes"]))
-               for h in (cells["P0"], cells["F1"], cells["F2"])]
-    assert v["eq1"]["margin_bytes"] == margins and v["eq1"]["holds"] == [m > 0 for m in margins]
+               for h in (cells["P"], cells["F"])]
+    assert v["eq1"]["margin_bytes"] == margins == [premise["margin_bytes"]] * 2
+    assert v["eq1"]["holds"] == [m > 0 for m in margins]
 
 
 def c1_from_runs(work, doc):

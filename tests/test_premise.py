@@ -3,6 +3,7 @@ construction of the config, is checked before any matched cell runs, and a confi
 cannot hold stops with one line giving both sides."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -45,3 +46,22 @@ def test_the_command_stops_in_one_line_and_writes_nothing(tmp_path):
     ok = subprocess.run(base + ["--ratio", "0.244"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(out.read_text())["r_policy_bytes"] == 33 * MiB
+
+
+def test_c8_premise_holds_with_both_margins():
+    doc = premise.bounded_source(t_repr=100 * MiB, reserve=10 * MiB, ratio=0.44, f_budget=20 * MiB,
+                                 natural_peak=40 * MiB)
+    assert doc["h_cap_bytes"] == int(0.44 * 100 * MiB) + 10 * MiB
+    assert doc["margin_bytes"] == 100 * MiB - int(0.44 * 100 * MiB)
+    assert doc["p_natural_headroom_bytes"] == doc["h_cap_bytes"] - 40 * MiB > 0
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(ratio=1.0), "eq. 1 does not hold: S = T_repr = 104857600 bytes is not above H_cap - R_policy = 104857600"),
+    (dict(natural_peak=60 * MiB), "P's natural peak 62914560 bytes is not below H_cap"),
+    (dict(f_budget=50 * MiB), "F's budget 52428800 bytes is above the weight allowance"),
+])
+def test_c8_premise_refuses_a_point_where_it_cannot_hold(kw, needle):
+    args = dict(t_repr=100 * MiB, reserve=10 * MiB, ratio=0.44, f_budget=20 * MiB, natural_peak=40 * MiB) | kw
+    with pytest.raises(premise.PremiseError, match=re.escape(needle)):
+        premise.bounded_source(**args)

@@ -19,7 +19,7 @@ LOGS = "results/logs"
 RUNS = "results/runs/pager_synthetic"
 PM_RUNS = "results/runs/pager_model"
 MODELS_DIR = "results/models"
-SYNTHETIC_VARIANTS = ("dense", "moe")
+SYNTHETIC_VARIANTS = ("dense", "moe", "sparse-moe")
 USER_PREFIX = "user:"
 
 # ---- shared -------------------------------------------------------------------------------
@@ -218,6 +218,13 @@ def smollm2_gguf(config: dict) -> str:
     return f"{MODELS_DIR}/{Path(config['models']['smollm2']['member']).stem}.gguf"
 
 
+def synthetic_section(config: dict, variant: str) -> dict:
+    """What a synthetic model of `variant` is written from: the shared keys of models.synthetic
+    and its own shape (another variant's shape changes nothing of this one)."""
+    syn = config["models"]["synthetic"]
+    return {k: v for k, v in syn.items() if k in ("seed", "tensor_type", "alignment")} | {variant: syn[variant]}
+
+
 def synthetic_gguf(variant: str) -> str:
     return f"{MODELS_DIR}/synthetic-{variant}.gguf"
 
@@ -283,7 +290,7 @@ def model_spec(config: dict) -> dict:
     if m == "smollm2":
         return {"smollm2": models["smollm2"]}
     if m.startswith("synthetic-"):
-        return {m: models["synthetic"]}
+        return {m: synthetic_section(config, m.split("-", 1)[1])}
     return {m: _user_entry(config, m[len(USER_PREFIX):])}
 
 
@@ -631,7 +638,8 @@ def cert_model_files(config: dict) -> tuple[str, str]:
 def cert_digest(config: dict) -> str:
     c = config["certificate"]
     m = c["model"]
-    model = _user_entry(config, m[len(USER_PREFIX):]) if m.startswith(USER_PREFIX) else config["models"]["synthetic"]
+    model = (_user_entry(config, m[len(USER_PREFIX):]) if m.startswith(USER_PREFIX)
+             else synthetic_section(config, m.split("-", 1)[1]))
     return digest(run_sections(config) | {"certificate": c, "model": model})
 
 

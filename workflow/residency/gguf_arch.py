@@ -33,7 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-VARIANTS = ("dense", "moe")
+VARIANTS = ("dense", "moe", "sparse-moe")
+# The variants with experts: `sparse-moe` is a moe whose routes select a small share of many
+# experts (the bounded-source campaign's model: its demand is a fraction of its bytes).
+MOE_VARIANTS = ("moe", "sparse-moe")
 ATTN_SOFTCAP = 50.0   # gemma2's attn_logit_softcapping (as Gemma 2 ships)
 FINAL_SOFTCAP = 30.0  # gemma2's final_logit_softcapping
 SWA_PATTERN = 2       # gemma3: every second layer global (layer il is SWA when il % 2 == 0)
@@ -143,7 +146,7 @@ def _moe_ffn(f: Family, s, i: int, w: str) -> list[TensorPlan]:
 def layer_tensors(f: Family, s, i: int) -> list[TensorPlan]:
     """Every tensor of block i, in the order a converter writes them."""
     w = s.tensor_type
-    ffn = _moe_ffn(f, s, i, w) if s.variant == "moe" else _dense_ffn(f, s, i, w)
+    ffn = _moe_ffn(f, s, i, w) if s.variant in MOE_VARIANTS else _dense_ffn(f, s, i, w)
     out = _attention(f, s, i, w) + [TensorPlan(tensor_name("FFN_NORM", i), (s.n_embd,), "F32", 0)] + ffn
     if f.post_norms:
         out.append(TensorPlan(tensor_name("FFN_POST_NORM", i), (s.n_embd,), "F32", 0))
@@ -188,7 +191,7 @@ def _swa_keys(f: Family, s, w) -> None:
 def arch_keys(s, w) -> None:
     """The family's own metadata keys (the shape keys every family shares are the writer's)."""
     f = family(s.arch)
-    if s.variant == "moe":
+    if s.variant in MOE_VARIANTS:
         _moe_keys(f, s, w)
     if f.swa:
         _swa_keys(f, s, w)

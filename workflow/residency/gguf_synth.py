@@ -134,13 +134,13 @@ def check(s: Spec) -> None:
         bad(f"alignment {s.alignment} must be a power of two >= 8")
     if s.seed < 0:
         bad("seed must be >= 0")
-    if s.variant == "moe":
+    if s.variant in gguf_arch.MOE_VARIANTS:
         if not 2 <= s.n_expert <= 512:
             bad("n_expert must be in 2..512")
         if not 1 <= s.n_expert_used <= s.n_expert:
             bad(f"n_expert_used must be in 1..n_expert ({s.n_expert})")
     elif s.n_expert or s.n_expert_used:
-        bad("n_expert/n_expert_used only apply to the moe variant")
+        bad("n_expert/n_expert_used only apply to the moe variants")
 
 
 # ---------------------------------------------------------------------------- tokenizer

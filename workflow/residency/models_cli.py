@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .gguf_arch import VARIANTS
+
 
 def _fail(exc: Exception) -> int:
     print(" ".join(str(exc).split()), file=sys.stderr)
@@ -156,8 +158,8 @@ def register(subparsers) -> None:
     s.add_argument("--identity", required=True, help="the new file's identity record")
     s.set_defaults(func=_cmd_quantize)
 
-    s = sub.add_parser("synth", help="write a synthetic llama GGUF (dense or moe) from a fixed seed")
-    s.add_argument("--variant", required=True, choices=["dense", "moe"])
+    s = sub.add_parser("synth", help="write a synthetic llama GGUF (dense, moe or sparse-moe) from a fixed seed")
+    s.add_argument("--variant", required=True, choices=list(VARIANTS))
     g = s.add_mutually_exclusive_group()
     g.add_argument("--spec", default=None, help="the models.synthetic config section as JSON")
     g.add_argument("--config", default="config/config.yaml", help="take models.synthetic from this config")

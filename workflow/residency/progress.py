@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cache_transfer, cells, fault_cells, speculative, tasks
+from . import bounded_source, cache_transfer, cells, fault_cells, speculative, tasks
 
 
 def study_runs(config: dict) -> dict[str, list[str]]:
@@ -31,6 +31,7 @@ def study_runs(config: dict) -> dict[str, list[str]]:
         "pager_synthetic": synthetic + cells.main_cells(config) + cells.stress_cells(config),
         "pager_model": _pm_runs(config),
         "matched_source": cells.ms_cells(config),
+        "bounded_source": bounded_source.calibration_runs(config) + bounded_source.runs(),
         "reclaim": cells.reclaim_cells(config),
         "certificate": [cells.cert_run(c) for c in cells.CERT_CELLS],
         "faults": [fault_cells.cell_run(a, c) for a in fault_cells.adapters(config)

@@ -6,7 +6,7 @@ import json
 import re
 from functools import partial
 
-from residency import arms, cache_transfer, cells, fault_cells, speculative
+from residency import arms, bounded_source, cache_transfer, cells, fault_cells, speculative
 from residency import claims as residency_claims
 from residency import protocol as residency_protocol
 from residency import tasks as residency_tasks

@@ -71,7 +71,7 @@ rule model_synthetic:
     wildcard_constraints:
         variant="|".join(cells.SYNTHETIC_VARIANTS),
     params:
-        spec=json.dumps(MODELS["synthetic"], sort_keys=True, separators=(",", ":")),
+        spec=lambda w: json.dumps(cells.synthetic_section(config, w.variant), sort_keys=True, separators=(",", ":")),
     log:
         f"{LOGS}/models/synthetic-{{variant}}.log",
     conda:

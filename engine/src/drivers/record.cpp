@@ -40,6 +40,8 @@ nlohmann::json source_stats_json(const SourceReport* p) {
   return {{"engine", p ? nlohmann::json(to_string(r.engine)) : nlohmann::json(nullptr)},
           {"windows", r.windows},
           {"depth", r.depth},
+          {"page_cache_readahead", p && r.engine == SourceEngine::Buffered ? nlohmann::json("off: POSIX_FADV_RANDOM")
+                                                                          : nlohmann::json(nullptr)},
           {"alignment", r.alignment},
           {"window_bytes", r.window_capacity},
           {"submissions", s.reads},
