@@ -35,6 +35,17 @@ REFERENCE = ("Reference claim C2: buffered P completes exactly but reaches the 1
              "F/D exposed-source-wait ratio 0.534673, decode-rate ratio 1.541885; every F cell issues and "
              "completes 55,520 source operations at peak depth eight, zero dynamic allocation, all windows free.")
 INPUTS = {"runs": "results/matched_source.parquet"}
+REVISION = {
+    "revision": "C2 r1 (issue 22)",
+    "change": ("R_policy is the calibrated reserve R = O + margin (harness.overhead_margin), no longer a declared 16 MiB "
+               "below the measured O; the weight allowance H_cap - R_policy is matched_source.ratio 0.244 x T_repr "
+               "(was r = 0.5 plus F's extra windows); eq. 1 is checked before any matched cell runs (premise.py)"),
+    "reason": ("with a reserve below the state a run needs beside its weights, eq. 1 failed in every cell: the model "
+               "fitted in the host allowance, so the campaign did not test the reference's premise"),
+    "follows": ("004 §5.3: \"The matched ownership ... experiment holds the Qwen3-Next model bytes ... 11 GiB cgroup ... "
+                "fixed\" (11 GiB of a 45.08 GiB representation: 0.244); §2.1: \"R_policy an operator-declared reserve "
+                "for non-target host state ... S > H_cap - R_policy\""),
+}
 
 
 def _cell(x) -> dict:
@@ -151,4 +162,5 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/windows_free_at_every_close", "all_true", why="every window free at every close"),
         Assertion("/values/eq1_holds", "all_true", why="eq. 1: managed bytes exceed the host cap minus the reserve"),
     ]
+    values["protocol_revision"] = REVISION
     return ClaimResult(headline, values, assertions, insufficient)

@@ -13,9 +13,9 @@ no rejection, no ticket outstanding), every F window is free at close and its pe
 its window count, both cells hold the same cache, and P and F are oracle-exact (logits,
 tokens and, on a MoE, routes).
 
-Revision 2 (docs/protocol-revisions.md): C8 ran on the matched source campaign's cells (C2's
-cap, where P is clipped at its limit and eq. 1 did not hold); it now has its own operating
-point, as the reference's §5.5.
+Revision "C8 r1" (docs/protocol-revisions.md): C8 ran on the matched source campaign's cells
+(C2's cap, where P is clipped at its limit and eq. 1 did not hold); it now has its own
+operating point, as the reference's §5.5.
 """
 
 from __future__ import annotations
@@ -32,12 +32,17 @@ REFERENCE = ("Reference claim C8 (004 §5.5): a matched Gemma pair replaces the 
              "completed, peak depth eight, zero cancellation or failure, all eight windows free at shutdown, and full "
              "logits, tokens, routes and cache state matching the control.")
 INPUTS = {"runs": "results/bounded_source.parquet"}
-REVISION = {"number": 2, "since": "2026-12-02",
-            "change": "C8 has its own cells (results/bounded_source.parquet): a sparse MoE, a cap above P's natural "
-                      "peak, eq. 1 holding, R_policy the calibrated reserve; before, C2's matched cells (P clipped at "
-                      "the cap, eq. 1 failing with a 16 MiB declared reserve)",
-            "follows": "004 §5.5: 'With H_cap=8,589,934,592 and declared candidate reserve R_policy=2,935,803,872 ... "
-                       "Equation 1 therefore holds by 7,192,251,360 bytes'; P's peak 6,641,348,608 is below H_cap"}
+REVISION = {
+    "revision": "C8 r1 (issue 22)",
+    "change": ("C8 has its own cells (results/bounded_source.parquet): one P/F pair on a sparse MoE at (H_cap - "
+               "R_policy) / S = 0.44, R_policy the calibrated reserve, its premise (eq. 1 and P's natural peak below "
+               "H_cap) checked before the pair runs; the buffered source reads without kernel read-ahead. Before: C2's "
+               "matched cells, where P was clipped at the cap and eq. 1 failed with a declared 16 MiB reserve"),
+    "reason": "the reference's peak reduction needs P admissible under the cap and the model nonresident (eq. 1)",
+    "follows": ("004 §5.5: \"With H_cap=8,589,934,592 and declared candidate reserve R_policy=2,935,803,872 ... "
+                "Equation 1 therefore holds by 7,192,251,360 bytes ... The bounded source reduces complete-process-tree "
+                "host peak from 6,641,348,608 to 2,980,458,496 bytes\" (P's peak below H_cap)"),
+}
 
 
 def _one(runs, campaign: str, arm: str):
@@ -97,7 +102,7 @@ def compute(frames, settings) -> ClaimResult:
     if grades - {"hard"}:
         insufficient.append(f"the host peaks need a hard host limit; grades here: {sorted(map(str, grades))}")
     values = _values(natural, p, f)
-    values["revision"] = REVISION
+    values["protocol_revision"] = REVISION
     mib = lambda v: None if v is None else v / 2**20  # noqa: E731
     headline = (f"Host peak buffered P {fmt(mib(values['p_peak_bytes']), '.1f')} MiB against bounded direct F "
                 f"{fmt(mib(values['f_peak_bytes']), '.1f')} MiB ({fmt(values['peak_reduction_fraction'], '.1%')} lower) "
