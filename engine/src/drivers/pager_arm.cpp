@@ -251,6 +251,9 @@ nlohmann::json pager_counters_json(const AccessCounts& a, const Pager* p) {
           {"waited_faults", ps.waited_faults},
           {"plan_recycle_refusals", ps.plan_recycle_refusals},
           {"consumed_early", ps.consumed_early},
+          // Faults ahead of the cursor (scan): demand faults that waited for the signal of
+          // the step before theirs, so their victims were chosen at their own step's cursor.
+          {"deferred_faults", ps.deferred_faults},
           // Content identity: fills hashed against their chunk's digest, and the time it took.
           {"content_checks", ps.content_checks},
           {"content_check_ns", ps.content_check_ns},

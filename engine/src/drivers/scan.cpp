@@ -74,6 +74,9 @@ void open_pager(ScanRun& r) {
                           std::to_string(a.threads) + " thread(s) + 1" + (depth ? " + " + std::to_string(depth) + " prefetch depth" : ""));
   r.budget_chunks = r.budget.budget_chunks;
   PagerConfig pc = base_pager_config(a, r.budget.budget_chunks, r.file_bytes);
+  // A driver thread ahead of the others (--sync none) has its faults decided at the cursor
+  // of its own step, not the slowest thread's (pager.hpp); in lockstep no fault is ahead.
+  pc.defer_ahead_faults = true;
   // The cyclic scan: step s is chunk s mod N (step_chunks empty).
   auto policy = make_policy(*policy_of(a.arm), static_cast<uint32_t>(r.chunks));
   r.pager = std::make_unique<Pager>(std::move(fs.source), std::move(policy), pc, r.trace.get());

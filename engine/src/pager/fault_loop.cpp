@@ -29,11 +29,20 @@ void Pager::check_watchdog() {
                                          cfg_.chunk_size);
   RejectionPathScope scope;
   std::string ev;
-  bool reading = false;
+  bool reading = false, deferred = false;
+  uint64_t step = 0;
   {
     std::lock_guard lk(mu_);
     ev = evidence_locked();
     reading = state_[c] == State::Filling;
+    deferred = pending_.front().deferred && state_[c] == State::Absent;
+    step = fault_step_locked(c);
+  }
+  if (deferred) {
+    fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(cfg_.watchdog_s) +
+         " s: it is for step " + std::to_string(step) + " and waits for the consumption signal of step " +
+         std::to_string(step - 1) + ", which never came; " + ev);
+    return;
   }
   if (reading) {
     fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(cfg_.watchdog_s) +
@@ -153,7 +162,7 @@ void Pager::read_messages() {
           if (oversize_ && addr >= b && addr < b + registered_bytes_)
             pin_locked(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
         }
-        pending_.push_back({addr, t, false});
+        pending_.push_back({addr, t, false, false});
       } else if (m.event == UFFD_EVENT_UNMAP) {
         handle_unmap(static_cast<uintptr_t>(m.arg.remove.start), static_cast<uintptr_t>(m.arg.remove.end));
       }
@@ -197,9 +206,27 @@ void Pager::handle_unmap(uintptr_t start, uintptr_t end) {
   }
 }
 
+// The step a demand fault on absent chunk c is for: the first step at or after the current
+// one that reads c (chunk steps: step s reads chunk s mod chunks).
+uint64_t Pager::fault_step_locked(ChunkId c) const {
+  return step_ + (c + chunks_ - step_ % chunks_) % chunks_;
+}
+
+// Whether the fault waits for the signal of the step before its own (pager.hpp: faults ahead
+// of the cursor); counted once per fault.
+bool Pager::defer_fault_locked(PendingFault& f, ChunkId c) {
+  if (!cfg_.defer_ahead_faults || ahead_released_.load() || stopping_.load()) return false;
+  if (fault_step_locked(c) <= signal_next_) return false;
+  if (!f.deferred) ++st_.deferred_faults;
+  f.deferred = true;
+  deferred_waiting_ = true;
+  return true;
+}
+
 bool Pager::serve_pending() {
   const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
   bool progressed = false;
+  deferred_waiting_ = false;  // set again under mu_ by each fault still deferred
   for (size_t i = 0; i < pending_.size();) {
     const PendingFault f = pending_[i];
     if (f.addr < b || f.addr >= b + registered_bytes_) {  // not ours: let it retry
@@ -231,7 +258,9 @@ bool Pager::serve_pending() {
       // Filling: its read is in flight; the fault waits for it (never a second read).
       // Otherwise it waits for a window, for room (a leave), or its chunk's read was
       // rejected (the run has failed).
-      if (state_[c] != State::Absent || poisoned_[c] || !slot_vacant_locked(c) || fail_closed_ || free_windows() == 0 || !make_room_locked(c)) {
+      // Or its step is ahead of the cursor: it waits for the signal of the step before.
+      if (state_[c] != State::Absent || poisoned_[c] || !slot_vacant_locked(c) || fail_closed_ ||
+          defer_fault_locked(pending_[i], c) || free_windows() == 0 || !make_room_locked(c)) {
         ++i;
         continue;
       }

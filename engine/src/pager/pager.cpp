@@ -50,6 +50,8 @@ void Pager::init_geometry() {
     throw InputError("chunk size " + std::to_string(cfg_.chunk_size) +
                      " is not a positive multiple of the page size (" + std::to_string(page_) + ")");
   if (cfg_.budget_chunks == 0) throw InputError("pager budget must be at least one chunk");
+  if (cfg_.defer_ahead_faults && !cfg_.step_chunks.empty())
+    throw std::invalid_argument("defer_ahead_faults needs chunk steps (a fault's step is known only there)");
   if (source_->window_capacity() < cfg_.chunk_size)
     throw std::invalid_argument("source window smaller than a chunk");
   file_bytes_ = source_->file_size();
@@ -307,6 +309,7 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bo
       policy_->on_signal(*cursor);
       audit_.record(*cursor);
       ++st_.signals;
+      signal_next_ = std::max(signal_next_, *cursor + 1);
       if (trace_) {
         if (cfg_.step_chunks.empty()) {
           trace_->append(step_, static_cast<uint32_t>(*cursor % chunks_), TraceKind::Signal);
@@ -322,8 +325,16 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bo
       if (oversize) ++st_.oversize_steps;
     }
   }
-  // The prefetch horizon moved; a new step has a new read-ahead bundle.
-  if ((cursor && cfg_.prefetch_depth > 0) || (cfg_.readahead && next_step != UINT64_MAX)) notify();
+  // The prefetch horizon moved; a new step has a new read-ahead bundle; a deferred fault may
+  // be due (deferred_waiting_ is set under mu_, so a signal after the deferral sees it).
+  if ((cursor && (cfg_.prefetch_depth > 0 || deferred_waiting_.load())) ||
+      (cfg_.readahead && next_step != UINT64_MAX))
+    notify();
+}
+
+void Pager::release_ahead_faults() {
+  ahead_released_ = true;
+  notify();
 }
 
 bool Pager::demand_filled_in(ChunkId c, uint64_t step) const {

@@ -67,6 +67,25 @@
 // not which chunks the policy keeps. A fault on a chunk whose read is in flight waits for
 // it (never a second read); a fault on a landed read-ahead chunk before its step publishes
 // the bundle at once.
+//
+// Faults ahead of the cursor (PagerConfig::defer_ahead_faults, chunk steps only: the scan,
+// whose driver threads may run at their own pace). A demand fault on a chunk absent now is
+// for the first step at or after the current one that reads it (step_ + distance in the
+// cycle). When that step t is beyond the step after the latest consumption signal, the
+// fault waits (it is deferred, not refused) until the signal of step t-1 arrives, and only
+// then are its victims chosen. Why: with the signal fired when every thread has finished a
+// step, a thread that runs ahead faults while the cursor still lags at the slowest thread;
+// the policy would choose its victims at whatever cursor that thread's lead happens to
+// leave (seen: the declared policy evicted a different kept chunk in each repetition of a
+// free-running stress cell). Decided at the cursor of its own step, every fault sees the
+// resident set and the consumers a lockstep run would: nobody has passed step t (its chunk
+// is absent), and every step before it is finished. So the access outcomes do not depend
+// on timing. The racy thread0-started signal still races: its cursor is thread 0's, ahead
+// of slower threads, so its victims still follow them. Progress: the slowest thread's
+// fault is for the current step s, and the latest signal is at least s-1 (every thread,
+// thread 0 included, has finished s-1), so it is always decided; each thread holds at most
+// one chunk, so it finds room. A walk that stops early, and shutdown, release every
+// deferred fault (release_ahead_faults): no thread is left waiting for a signal.
 #pragma once
 
 #include <atomic>
@@ -131,6 +150,10 @@ struct PagerConfig {
   // reclaim or swap none of it; only the pager's own evictions (MADV_DONTNEED_LOCKED) free
   // memory. The destructor unlocks the process (one pager per process).
   bool protect = false;
+  // Chunk steps only (step_chunks empty): a demand fault for a step beyond the step after
+  // the latest consumption signal waits for that signal before its victims are chosen
+  // (header: faults ahead of the cursor). Off: every fault is decided when it is read.
+  bool defer_ahead_faults = false;
   // The reset-outstanding fault cell (generate): once read N has been submitted and reads
   // are outstanding (two or more when the source's depth allows: inside a read-ahead
   // bundle), the pager thread resets the Plan (reset.cpp). Unset: never.
@@ -181,6 +204,7 @@ struct PagerStats {
   uint64_t waited_faults = 0;
   uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
   uint64_t consumed_early = 0;         // leave_consumed: chunks let go before their step ended
+  uint64_t deferred_faults = 0;        // demand faults that waited for the signal of the step before theirs
   // Content identity (PagerConfig::chunk_digests).
   uint64_t content_checks = 0, content_check_ns = 0, content_mismatches = 0;
   PagerResetStats reset;
@@ -261,6 +285,9 @@ class Pager final : private FillOwner {
   void leave_consumed(ChunkId c);
   // Consumption signal: the chunk of global step `cursor` was consumed.
   void signal(uint64_t cursor);
+  // No more signals will come (a walk that stopped early): every fault deferred to the
+  // cursor of its step (PagerConfig::defer_ahead_faults) is decided now.
+  void release_ahead_faults();
   // The step events are attributed to in the trace.
   void set_step(uint64_t step);
   // The last step the workload will run: nothing is read ahead for a later one.
@@ -322,6 +349,7 @@ class Pager final : private FillOwner {
     uintptr_t addr;
     uint64_t t_read_ns;
     bool trigger;  // this fault started its chunk's demand read
+    bool deferred;  // it waited for the signal of the step before its own (counted once)
   };
   // The pager's side of a fill (indexed like the fill path's fills).
   struct BundleRun {
@@ -350,6 +378,8 @@ class Pager final : private FillOwner {
   void read_messages();
   void handle_unmap(uintptr_t start, uintptr_t end);
   bool serve_pending();
+  bool defer_fault_locked(PendingFault& f, ChunkId c);
+  uint64_t fault_step_locked(ChunkId c) const;
   bool maybe_prefetch();
   bool maybe_readahead();
   bool publish_readahead();
@@ -444,6 +474,7 @@ class Pager final : private FillOwner {
   SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
   SignalAudit audit_;
   uint64_t step_ = 0;
+  uint64_t signal_next_ = 0;  // the step after the latest consumption signal (0: none yet)
   PagerStats st_;
   LatencyHistogram fault_hist_, fill_hist_;
   std::string error_;
@@ -493,6 +524,8 @@ class Pager final : private FillOwner {
   std::atomic<bool> stopping_quiesced_{false};
   std::atomic<bool> paused_{false};
   std::atomic<bool> want_leave_notify_{false};
+  std::atomic<bool> deferred_waiting_{false};  // a fault waits for a signal: signals notify
+  std::atomic<bool> ahead_released_{false};    // release_ahead_faults: defer nothing more
   std::thread thread_;
   bool started_ = false;
   bool shut_ = false;

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/sha256.hpp"
@@ -306,6 +308,19 @@ TEST_F(Cli, ContentDigestsOfAnotherGeometryAreBadInput) {
   EXPECT_FALSE(exists(dir_.file("bad-geometry") + "/run.json"));
 }
 
+// trace.bin's access outcomes (step, chunk, miss) in order: what P5 compares (run-contract.md).
+static std::vector<std::tuple<uint32_t, uint32_t, uint8_t>> access_outcomes(const std::string& trace) {
+  const std::string raw = test::slurp(trace);
+  std::vector<std::tuple<uint32_t, uint32_t, uint8_t>> out;
+  for (size_t off = 32; off + 16 <= raw.size(); off += 16) {
+    uint32_t step, chunk;
+    std::memcpy(&step, raw.data() + off, 4);
+    std::memcpy(&chunk, raw.data() + off + 4, 4);
+    if (raw[off + 8] == 1) out.emplace_back(step, chunk, static_cast<uint8_t>(raw[off + 9] & 1));
+  }
+  return out;
+}
+
 // --sync none: every driver thread walks at its own pace (seeded jitter in its compute); the
 // exact signal still delivers one signal per step in order, every byte is verified, and the
 // access records are one per step.
@@ -327,4 +342,28 @@ TEST_F(Cli, FreeRunningDriversWithJitterVerifyEveryByte) {
     EXPECT_EQ(j["counters"]["signals"], 32) << signal;
     EXPECT_EQ(j["trace"]["records"].get<uint64_t>() >= 32, true);
   }
+}
+
+// P5's exact half on free-running drivers: with the all-threads-finished signal, a thread
+// that runs steps ahead has its faults decided at its own step's cursor, so the access
+// outcomes are those of lockstep in every repetition, however far the jitter drives the
+// threads apart (before: the declared policy evicted kept chunks at the lagging cursor).
+// Negative control: the comparison tells LRU's outcomes from the declared policy's.
+TEST_F(Cli, FreeRunningExactSignalGivesTheLockstepOutcomes) {
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  auto scan = [&](const std::string& arm, const std::string& sync, const std::string& name) {
+    auto args = scan_args(arm, dir_.file(name));
+    args[10] = std::to_string(11 * 65536);  // --budget-bytes: 9 chunks, a kept set to lose
+    args[16] = "3";                          // --threads
+    args[14] = "4";                          // --passes
+    args.insert(args.end(), {"--sync", sync, "--jitter-us", "3000", "--signal", "all-threads-finished"});
+    const auto r = run(args, errf_);
+    EXPECT_EQ(r.status, 0) << name << ": " << r.err;
+    return access_outcomes(dir_.file(name) + "/trace.bin");
+  };
+  const auto lockstep = scan("pager-declared", "step", "lockstep");
+  ASSERT_EQ(lockstep.size(), 64u);
+  for (int rep = 0; rep < 3; ++rep)
+    EXPECT_EQ(scan("pager-declared", "none", "free" + std::to_string(rep)), lockstep) << "repetition " << rep;
+  EXPECT_NE(scan("pager-lru", "step", "lru"), lockstep);
 }

@@ -122,6 +122,8 @@ void Walk::record_step(uint64_t s, bool miss) {
                      std::to_string(zero.front()) + ")";
     }
   }
+  // A stopped walk signals no more steps: a thread ahead of the others must not wait for one.
+  if (pager_ && stop_) pager_->release_ahead_faults();
 }
 
 void Walk::end_of_step() {
