@@ -91,6 +91,8 @@ def test_a_selected_row_is_found_wherever_the_config_put_it():
     assert rows["D/A bytes at r = 0.25"]["tested"] == "does not hold"
     assert rows["D/A bytes at r = 0.75"]["tested"] == "not asserted"
     assert rows["D/A bytes at r = 0.5"]["why"] == "no row of /values/per_r has {'r': 0.5}"
+    assert rv.located(rows["D/A bytes at r = 0.25"]) == "/values/per_r/1/d_over_a"  # a pointer into this record
+    assert rv.located(rows["D/A bytes at r = 0.5"]) == "/values/per_r rows with {'r': 0.5}, then /d_over_a"
 
 
 def test_fixture_records_resolve(tmp_path):

@@ -82,7 +82,7 @@ def _side_by_side(ledger: dict, records: dict[str, dict]) -> list[str]:
     for entry in ledger["claims"]:
         for r in rv.side_by_side(records[entry["id"]]):
             rows.append([f"<b>{_e(entry['id'])}</b>", _e(r["label"]), _e(r["reference"]), _e(rv.shown(r)),
-                         f"<code>{_e(r['pointer'])}</code>", _e(r["tested"]), _e(r["verdict"])])
+                         f"<code>{_e(rv.located(r))}</code>", _e(r["tested"]), _e(r["verdict"])])
             classes.append(str(r["verdict"]))
     return ["<h2>The reference's values beside this run's</h2>",
             "<p>The reference's numbers are its own, at its own models and machines; this run's are read from "

@@ -331,16 +331,16 @@ def _tested(doc: dict, pointers: list[str]) -> str:
 def resolve(doc: dict, ref: Ref) -> dict:
     """One side-by-side row: the reference's value, this run's (raw, or None when missing),
     its status (measured, missing, not shown here) and why, and the assertions' outcome."""
-    out = {"label": ref.label, "reference": ref.reference, "pointer": ref.pointer + ref.field}
+    out = {"label": ref.label, "reference": ref.reference, "pointer": ref.pointer}
     if ref.select is not None:
-        out["select"] = dict(ref.select)
+        out |= {"select": dict(ref.select), "field": ref.field}
     try:
         pointers = _concrete(doc, ref)
         got = [record.resolve(doc, p) for p in pointers]
         value = got[0] if len(got) == 1 else got
         why = None if pointers else f"no row of {ref.pointer} has {ref.select}"
     except record.PointerError:  # its message quotes the document: too long to show
-        pointers, value, why = [ref.pointer + ref.field], None, "no such value"
+        pointers, value, why = [], None, "no such value"
     if why is None and _missing(value):
         why = "value missing"
     status = "measured"
@@ -348,8 +348,15 @@ def resolve(doc: dict, ref: Ref) -> dict:
         unshown = ref.unshown if why != "no such value" else None
         value, status = None, ("not shown on this machine" if unshown else "missing")
         why = (_record_reason(doc, pointers) or f"{unshown}: {why}") if unshown else why
-    return out | {"this_run": value, "status": status, "why": why, "unit": ref.unit,
-                  "tested": _tested(doc, pointers), "verdict": doc.get("verdict")}
+    return out | {"resolved": pointers, "this_run": value, "status": status, "why": why, "unit": ref.unit,
+                  "tested": _tested(doc, pointers or [ref.pointer + ref.field]), "verdict": doc.get("verdict")}
+
+
+def located(row: dict) -> str:
+    """Where this run's value is: the record's pointers to it, or what the entry looks for."""
+    if row["resolved"]:
+        return ", ".join(row["resolved"][:3]) + (f" (+{len(row['resolved']) - 3})" if len(row["resolved"]) > 3 else "")
+    return row["pointer"] + (f" rows with {row['select']}, then {row['field']}" if "select" in row else "")
 
 
 def side_by_side(doc: dict) -> list[dict]:
@@ -360,7 +367,7 @@ def side_by_side(doc: dict) -> list[dict]:
 def unresolved(doc: dict) -> list[str]:
     """The entries this record leaves missing without a mark that this machine may not show
     them: each is a pointer that names nothing a run makes (a defect, or a renamed value)."""
-    return [f"{doc.get('id')}: {row['label']} ({row['pointer']}): {row['why']}" for row in side_by_side(doc)
+    return [f"{doc.get('id')}: {row['label']} ({located(row)}): {row['why']}" for row in side_by_side(doc)
             if row["status"] == "missing"]
 
 
