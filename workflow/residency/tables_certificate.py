@@ -165,15 +165,16 @@ def _recorded(cert: dict) -> dict[str, str]:
     """What each field records, read from the certificate."""
     inv, b, a, e = cert["I"], cert["B"], cert["A"], cert["E"]
     u, h, g = inv["u_sem_lb"], b["host"], b["gpu"]
+    engine = str((inv.get("engine_identity") or {}).get("engine_sha256"))
     return {
         "I": (f"T_repr {inv['t_repr']['t_repr_bytes']:,} B, S {inv['s_bytes']:,} B, U_sem^LB {u['u_sem_lb_bytes']:,} B "
               f"(union sha256 {u['union']['union_sha256'][:12]}, {u['union']['duplicate_component_intervals']} "
               f"duplicates, {u['union']['overlapping_component_intervals']} overlaps), U_sched "
               f"{inv['u_sched']['u_sched_bytes']:,} B, Q_run {inv['q_run']['physical_bytes']:,} B physical; model "
-              f"sha256 {inv['model']['sha256'][:12]}, engine {str((inv.get('engine_identity') or {}).get('engine_sha256'))[:12]}"),
+              f"sha256 {inv['model']['sha256'][:12]}, engine {engine[:12]}"),
         "B, A": (f"host {a['host']}: H_cap {_mib(h['h_cap_bytes'])}, peak {_mib(h['peak_bytes'])}, headroom "
-                 f"{_mib(h['headroom_bytes'])}, {_n(h['limit_events'])} limit events, {_n(h['oom_kills'])} OOM kills; GPU "
-                 f"{a['gpu']}: G_decl {_mib(g['g_decl_bytes'])}, G_phys {_mib(g['g_phys_bytes'])}, margin "
+                 f"{_mib(h['headroom_bytes'])}, {_n(h['limit_events'])} limit events, {_n(h['oom_kills'])} OOM "
+                 f"kills; GPU {a['gpu']}: G_decl {_mib(g['g_decl_bytes'])}, G_phys {_mib(g['g_phys_bytes'])}, margin "
                  f"{_mib(g['margin_bytes'])}, foreign compute processes {_n(g['foreign_compute_processes'])}"
                  + (f"; {cert['gpu_note']}" if cert.get("gpu_note") else "")),
         "E": (f"{e['relation']}; horizon {e['horizon']['outputs']} outputs; oracle {e['oracle']['arm']} "

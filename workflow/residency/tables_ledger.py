@@ -61,8 +61,8 @@ def reference_values_table(ledger_path: str, stem) -> pd.DataFrame:
     for e, doc in ledger_records(ledger_path):
         for r in reference_values.side_by_side(doc):
             rows.append({"claim": e["id"], "label": r["label"], "reference": r["reference"],
-                         "this run": reference_values.shown(r), "pointer": reference_values.located(r), "tested": r["tested"],
-                         "verdict": r["verdict"]})
+                         "this run": reference_values.shown(r), "pointer": reference_values.located(r),
+                         "tested": r["tested"], "verdict": r["verdict"]})
     df = pd.DataFrame(rows, columns=["claim", "label", "reference", "this run", "pointer", "tested", "verdict"])
     write_table(df, stem, "The reference's values beside this run's, per claim (the reference's numbers are its "
                           "own, at its own models and machines; this run's are read from each record through the "

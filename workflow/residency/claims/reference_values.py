@@ -100,7 +100,8 @@ ENTRIES: dict[str, list[Ref]] = {
             "/values/unprotected/kernel_took_pages_to_swap"),
     ],
     "P4": [
-        Ref("D/OPT, highest over the lockstep runs", "exactly 1.00 at realistic chunk counts", "/values/d_over_opt_max"),
+        Ref("D/OPT, highest over the lockstep runs", "exactly 1.00 at realistic chunk counts",
+            "/values/d_over_opt_max"),
         Ref("D/OPT, lowest over the lockstep runs", "exactly 1.00 at realistic chunk counts", "/values/d_over_opt_min"),
     ],
     "P5": [
@@ -276,7 +277,8 @@ ENTRIES: dict[str, list[Ref]] = {
         Ref("resets", "reset, warm request, reset and shutdown", "/values/resets"),
         Ref("primary tokens equal the oracle's", "equal the inherited same-build oracle",
             "/values/primary_tokens_equal_oracle"),
-        Ref("warm tokens equal the oracle's", "equal the inherited same-build oracle", "/values/warm_tokens_equal_oracle"),
+        Ref("warm tokens equal the oracle's", "equal the inherited same-build oracle",
+            "/values/warm_tokens_equal_oracle"),
         Ref("balanced at teardown", "requests, resets, windows, slots, consumers and tickets balanced",
             "/values/balanced_all"),
         Ref("host clean under its limit", "host peak 5,013,585,920 bytes under 6 GiB", "/values/resource_clean"),
@@ -384,8 +386,9 @@ def ledger_problems(entry: dict, doc: dict, name: str) -> list[str]:
 
 def _number(v, unit: str | None) -> str:
     if unit == "B":
-        size = f" ({v / GIB:.4g} GiB)" if abs(v) >= GIB else (f" ({v / (1 << 20):.4g} MiB)" if abs(v) >= 1 << 20 else "")
-        return f"{int(v):,} B{size}"
+        if abs(v) >= 1 << 20:
+            return f"{int(v):,} B ({v / GIB:.4g} GiB)" if abs(v) >= GIB else f"{int(v):,} B ({v / (1 << 20):.4g} MiB)"
+        return f"{int(v):,} B"
     if unit in ("GB", "GB/s"):
         return f"{v / 1e9:.4g} {unit}"
     if unit == "ns":
