@@ -12,7 +12,7 @@ import shlex
 
 import pytest
 
-from residency import arms, cells, config
+from residency import arms, bounded_source, cells, config
 
 from conftest import ROOT
 
@@ -263,24 +263,42 @@ def _perturbed(cfg, path):
 
 
 def _digests(c):
-    return {"ps": cells.ps_digest(c), "pm": cells.pm_digest(c), "ms": cells.ms_digest(c)}
+    return {"ps": cells.ps_digest(c), "pm": cells.pm_digest(c), "ms": cells.ms_digest(c),
+            "bs": bounded_source.digest_of(c)}
 
 
-def _expected(path, model):
+def _expected(path, model, bs):
     """The campaigns whose runs a setting changes (config/README.md, "config digest")."""
     top = path[0]
     if top in ("engine", "llama", "harness"):
-        return {"ps", "pm", "ms"}
+        return {"ps", "pm", "ms", "bs"}
     if top == "pager_synthetic":
         return {"ps"}
     if top == "pager_model":
         return set() if path[1] in cells.DIGEST_EXEMPT else {"pm", "ms"}
     if top == "matched_source":
         return {"ms"}
+    if top == "bounded_source":
+        return {"bs"}
     if top == "models":
-        used = {"smollm2": "smollm2", "synthetic-dense": "synthetic"}[model]
-        return {"pm", "ms"} if path[1] == used else set()
+        return _model_users(path, model, bs)
     return set()  # claims: no run depends on them
+
+
+def _model_users(path, model, bs):
+    """A models.* leaf changes the runs of the models written from it: a synthetic variant's
+    shape only that variant's (the bounded-source campaign runs synthetic-sparse-moe), the
+    shared synthetic keys every synthetic model's."""
+    users = set()
+    if path[1] == "synthetic":
+        shared = path[2] in ("seed", "tensor_type", "alignment")
+        if (shared and model.startswith("synthetic-")) or f"synthetic-{path[2]}" == model:
+            users |= {"pm", "ms"}
+        if shared or f"synthetic-{path[2]}" == bs:
+            users.add("bs")
+    elif path[1] == model:
+        users |= {"pm", "ms"}
+    return users
 
 
 @pytest.mark.parametrize("model", ["smollm2", "synthetic-dense"])
@@ -288,12 +306,16 @@ def test_every_setting_changes_the_digests_of_exactly_the_runs_that_use_it(cfg, 
     base_cfg = copy.deepcopy(cfg)
     base_cfg["pager_model"]["models"] = [model]
     base = _digests(base_cfg)
-    leaves = [p for p in _leaves(base_cfg) if p != ("pager_model", "models")]  # the sweep: see below
+    # the sweep: see below; the bounded-source model is a name, changed to another model below
+    leaves = [p for p in _leaves(base_cfg) if p not in (("pager_model", "models"), ("bounded_source", "model"))]
     assert len(leaves) > 80  # the whole config, not a sample
     for path in leaves:
         now = _digests(_perturbed(base_cfg, path))
         changed = {k for k in base if now[k] != base[k]}
-        assert changed == _expected(path, model), path
+        assert changed == _expected(path, model, bounded_source.model(base_cfg)), path
+    other = copy.deepcopy(base_cfg)
+    other["bounded_source"]["model"] = "synthetic-dense"
+    assert {k for k, v in _digests(other).items() if v != base[k]} == {"bs"}
 
 
 def test_a_matched_key_changes_the_matched_cells_digest_only(cfg, inventory):

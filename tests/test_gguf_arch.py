@@ -19,6 +19,8 @@ def spec(arch, variant="dense", tied=False, **kw):
     base = dict(SHAPE, arch=arch, variant=variant, tied_output=tied)
     if variant == "moe":
         base.update(n_expert=4, n_expert_used=2)
+    if variant == "sparse-moe":  # many experts, few used: the share of a route is small
+        base.update(n_expert=16, n_expert_used=2)
     if f.shared_expert:
         base["n_ff_shexp"] = 96
     if f.swa:

@@ -36,7 +36,8 @@ def test_study_runs_count_every_cell_of_the_default_config():
     assert len(runs["reclaim"]) == 2 * cfg["reclaim"]["reps"] and len(runs["certificate"]) == 2
     f = cfg["faults"]  # every cell and an oracle per adapter, and the reset/warm cell
     assert len(runs["faults"]) == len(f["adapters"]) * (len(f["cells"]) + 1) + 1
-    assert len(runs["tasks"]) == reps + 2 * cfg["tasks"]["n"]  # calibration, then control and candidate per task
+    # calibration, then per task the resident oracle, every nonresident control and the candidate
+    assert len(runs["tasks"]) == reps + (2 + len(cfg["tasks"]["controls"])) * cfg["tasks"]["n"]
     assert all(len(set(r)) == len(r) for r in runs.values())
 
 

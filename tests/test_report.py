@@ -108,5 +108,7 @@ def test_chromium_renders_the_report(report):
     assert p.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p.stderr[-2000:]
     ledger_page = work / "results" / "report" / "claims.html"
     dom = _headless("--dump-dom", ledger_page.as_uri())
-    n_claims = len(json.loads((work / "claims" / "ledger.json").read_text())["claims"])
-    assert dom.stdout.count("<tr class=") == n_claims, dom.stdout[:2000]
+    claims = json.loads((work / "claims" / "ledger.json").read_text())["claims"]
+    ledger_table, side_by_side = dom.stdout.split("</table>")[:2]  # the ledger, then the reference's values
+    assert ledger_table.count("<tr class=") == len(claims), dom.stdout[:2000]
+    assert side_by_side.count("<tr class=") == sum(len(e["reference_values"]) for e in claims)

@@ -106,13 +106,13 @@ def compute(frames, settings) -> ClaimResult:
          "lower_decode": [p["lower_decode"] for p in pairs.values()],
          "h2d_bytes_fewer": None, "protocol_revision": REVISION}
 
-    def pct(x):
-        return "n/a" if x is None else f"{100 * x:.3f}%"
+    def change(reduction):  # the signed change, LRU-k against zero reuse (a negative reduction is a rise)
+        return "n/a" if reduction is None else f"{-100 * reduction:+.3f}%"
 
     ks = sorted({p["lru_k"] for p in pairs.values() if p["lru_k"] is not None})
     headline = (f"{len(pairs)} pairs pager-zero vs pager-lru-k (K={'/'.join(map(str, ks)) or 'n/a'}): exact in "
                 f"{sum(1 for p in pairs.values() if p['tokens_equal'] and p['logits_equal'])}; physical bytes read "
-                f"-{pct(v['bytes_reduction'])}, decode wall -{pct(v['decode_reduction'])}; fewer bytes in "
+                f"{change(v['bytes_reduction'])}, decode wall {change(v['decode_reduction'])}; fewer bytes in "
                 f"{sum(1 for x in v['fewer_bytes'] if x)}, lower decode wall in {sum(1 for x in v['lower_decode'] if x)}.")
     assertions = [
         Assertion("/values/exact", "all_true", why="tokens and every logit row equal within every pair"),
