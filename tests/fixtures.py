@@ -123,7 +123,7 @@ def simulate_steps(policy: str, capacity: int, passes: int):
 
 def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: int, *, tokens=4, n_vocab=16,
                    tps=10.0, logits_seed=0, flip=None, status="ok", chunk_size=1 << 20, capacity=None,
-                   bytes_per_miss=None, interposed=True, fault_p99=5000, sealed=True):
+                   bytes_per_miss=None, interposed=True, fault_p99=5000, demand_fault_p99=5000, sealed=True):
     import numpy as np
 
     d = root / campaign / arm / (f"r{r:g}" if r is not None else "none") / f"rep{rep}"
@@ -167,13 +167,16 @@ def make_model_run(root: Path, campaign: str, arm: str, r: float | None, rep: in
                      "evictions": evictions, "faults_handled": demand, "spurious_faults": 0, "signals": passes * 6,
                      "logical_bytes_read": phys, "physical_bytes_read": phys, "max_resident_chunks": capacity,
                      "reconcile_checks": 0, "reconcile_mismatches": 0, "oversize_steps": passes * len(over)},
-        "latency_ns": {"fault_p50": 1000, "fault_p99": fault_p99, "fault_max": 9000, "fill_p50": 900, "fill_p99": 1800},
+        "latency_ns": {"fault_p50": 1000, "fault_p99": fault_p99, "fault_max": 9000, "demand_fault_p99": demand_fault_p99,
+                       "fill_p50": 900, "fill_p99": 1800},
         "wall_ns": 10**9, "trace": {"file": "trace.bin", "records": len(records)},
         "model": {"path": "m.gguf", "bytes": 8 * chunk_size, "n_layer": 4, "n_vocab": n_vocab, "n_expert": 0,
                   "tied_output": True},
         "llama": {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f", "repack_disabled": True, "threads": 2, "ctx": 64},
         "generation": {"prompt_tokens": 2, "tokens": tokens, "passes": passes, "prefill_ns": 10**6,
-                       "decode_ns": int((tokens - 1) / tps * 1e9), "tokens_per_s": tps},
+                       "decode_ns": int((tokens - 1) / tps * 1e9), "tokens_per_s": tps,
+                       "token_latency_ns": {"count": tokens - 1, "p50": int(1e9 / tps), "p99": int(1e9 / tps),
+                                            "max": int(1e9 / tps)}},
         "mapping": {"interposed": interposed if arm != "kernel-mmap" else False},
         "objects": 6, "steps_per_pass": 6,
     }

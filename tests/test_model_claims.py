@@ -22,7 +22,9 @@ def tps_of(arm, r):
 def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_p99=lambda r: 4000,
             e_bytes_per_miss=(1 << 20) + 4096):
     """Consistent runs by default: E reads a little more than D (prefetch), with fewer demand
-    faults and a lower p99 fault latency (D's is 5000 ns) at every r."""
+    faults and a lower p99 demand-fault latency (D's is 5000 ns) at every r; E's p99 over
+    every exposed wait (a fault on a prefetch in flight too) is higher than D's, as on this
+    machine's direct source: it is reported, not asserted (P6 r1)."""
     runs = tmp_path / "results" / "runs"
     dirs = [make_model_run(runs, "baseline", "kernel-mmap", None, rep, tps=20.0) for rep in (1, 2)]
     for arm in ("kernel-mmap", "pager-lru", "pager-declared", "pager-prefetch"):
@@ -34,7 +36,8 @@ def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_
                 if arm == "pager-prefetch":
                     kw["bytes_per_miss"] = e_bytes_per_miss
                     kw["status"] = e_status if (r, rep) == (0.25, 1) else "ok"
-                    kw["fault_p99"] = e_p99(r)
+                    kw["demand_fault_p99"] = e_p99(r)
+                    kw["fault_p99"] = 9000
                 if arm == "pager-lru" and c_bytes_per_miss:
                     kw["bytes_per_miss"] = c_bytes_per_miss
                 if (arm, r, rep) == flip_run:
@@ -109,17 +112,22 @@ def test_p6_asserts_both_halves(tmp_path):
     assert doc["verdict"] == "pass", doc["reasons"]
     assert doc["values"]["high_r"]["ratios"] == [0.5, 0.75] and doc["values"]["low_r"]["ratios"] == [0.25]
     pointers = [a["pointer"] for a in doc["assertions"]]
-    assert pointers == [f"/values/high_r/{k}" for k in ("e_reads_more", "e_fewer_demand_faults", "e_lower_fault_p99")] \
-        + [f"/values/low_r/{k}" for k in ("e_completes", "e_reads_more", "e_lower_fault_p99")]
+    assert pointers == [f"/values/high_r/{k}" for k in ("e_reads_more", "e_fewer_demand_faults",
+                                                               "e_lower_demand_fault_p99")] \
+        + [f"/values/low_r/{k}" for k in ("e_completes", "e_reads_more", "e_lower_demand_fault_p99")]
+    at = {x["r"]: x for x in doc["values"]["per_r"]}[0.5]
+    assert (at["e_over_d_demand_fault_p99"], at["e_over_d_fault_p99"]) == (4000 / 5000, 9000 / 5000)
+    assert at["e_over_d_token_p99"] is not None  # reported beside
+    assert doc["values"]["protocol_revision"]["revision"].startswith("P6 r1")
 
 
 @pytest.mark.parametrize("half, worse_at", [("high", 0.5), ("low", 0.25)])
 def test_p6_fails_naming_the_half_whose_p99_is_not_lower(tmp_path, half, worse_at):
-    # E's tail fault latency above D's (5000 ns) at one r of the half
+    # E's tail demand-fault latency above D's (5000 ns) at one r of the half
     doc = claims.make("P6", project(tmp_path, e_p99=lambda r: 7000 if r == worse_at else 4000), SETTINGS)
     assert doc["verdict"] == "fail"
     failed = [r for r in doc["reasons"] if r.startswith("failed:")]
-    assert len(failed) == 1 and f"/values/{half}_r/e_lower_fault_p99" in failed[0] and f"{half} half" in failed[0]
+    assert len(failed) == 1 and f"/values/{half}_r/e_lower_demand_fault_p99" in failed[0] and f"{half} half" in failed[0]
 
 
 def test_p6_fails_when_e_reads_no_more_than_d(tmp_path):
@@ -147,7 +155,7 @@ def test_p6_a_half_the_campaign_did_not_run_is_insufficient_not_pass(tmp_path):
 def test_p6_a_latency_that_cannot_be_compared_is_insufficient(tmp_path):
     doc = claims.make("P6", project(tmp_path, e_p99=lambda r: 0 if r == 0.75 else 4000), SETTINGS)
     assert doc["verdict"] == "insufficient-evidence"
-    assert any("e_lower_fault_p99 cannot be judged at r=0.75" in r for r in doc["reasons"])
+    assert any("e_lower_demand_fault_p99 cannot be judged at r=0.75" in r for r in doc["reasons"])
 
 
 def test_p10_fails_when_e_does_not_complete(tmp_path):

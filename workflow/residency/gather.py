@@ -63,7 +63,8 @@ RUN_COLUMNS = [
     ("reconcile_checks", pa.int64()),
     ("reconcile_mismatches", pa.int64()),
     ("fault_p50_ns", pa.int64()),
-    ("fault_p99_ns", pa.int64()),
+    ("fault_p99_ns", pa.int64()),         # every exposed wait (a demand fault, a wait on a prefetch in flight)
+    ("demand_fault_p99_ns", pa.int64()),  # the faults that read their own chunk: a demand fault's service time
     ("fill_p50_ns", pa.int64()),
     ("wall_ns", pa.int64()),
     ("trace_records", pa.int64()),
@@ -141,6 +142,7 @@ PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
     ("prefill_ns", pa.int64()),
     ("decode_ns", pa.int64()),
     ("tokens_per_s", pa.float64()),       # decoded tokens / decode wall time
+    ("token_p99_ns", pa.int64()),         # p99 of a decode token's time (generation.token_latency_ns)
     ("repack_disabled", pa.bool_()),
     ("interposed", pa.bool_()),           # llama.cpp's model mapping was the pager's region
     ("llama_commit", pa.string()),
@@ -231,6 +233,7 @@ def _common(run_dir: Path) -> tuple[dict, dict, dict]:
         "miss_rate": (misses / accesses) if accesses else None,
         "fault_p50_ns": _int(lat.get("fault_p50")),
         "fault_p99_ns": _int(lat.get("fault_p99")),
+        "demand_fault_p99_ns": _int(lat.get("demand_fault_p99")),
         "fill_p50_ns": _int(lat.get("fill_p50")),
         "wall_ns": _int(run.get("wall_ns")),
         "trace_records": _int(run.get("trace", {}).get("records")),
@@ -373,6 +376,7 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
         "prefill_ns": _int(gen.get("prefill_ns")),
         "decode_ns": _int(gen.get("decode_ns")),
         "tokens_per_s": gen.get("tokens_per_s"),
+        "token_p99_ns": _int((gen.get("token_latency_ns") or {}).get("p99")),
         "repack_disabled": llama.get("repack_disabled"),
         "interposed": (run.get("mapping") or {}).get("interposed"),
         "llama_commit": llama.get("commit"),

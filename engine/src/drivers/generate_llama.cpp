@@ -302,6 +302,7 @@ void GenerateRun::generate_tokens(llama_context* ctx, const llama_vocab* vocab) 
     if (!row) throw RunError("llama.cpp returned no logits at token " + std::to_string(i));
     tok = argmax(row);
     decode_ns_ += now_ns() - t1;
+    token_hist_.record(now_ns() - t1);
     tokens_.push_back(tok);
     take_row(i, row);
     progress_line(i + 1, i + 1 == cfg_.tokens);

@@ -74,6 +74,10 @@ nlohmann::json GenerateRun::generation_json() const {
           {"prefill_ns", prefill_ns_},
           {"decode_ns", decode_ns_},
           {"decode_wall_ns", decode_wall_ns_},
+          // A token's latency, beside the pager's per-fault latencies (latency_ns).
+          {"token_latency_ns",
+           {{"count", token_hist_.count()}, {"p50", token_hist_.quantile(0.5)}, {"p99", token_hist_.quantile(0.99)},
+            {"max", token_hist_.max()}}},
           {"tokens_per_s",
            decode_ns_ ? static_cast<double>(decode_passes) * 1e9 / static_cast<double>(decode_ns_) : 0.0}};
 }

@@ -19,6 +19,7 @@
 #include "adapters/llama/adapter.hpp"
 #include "adapters/llama/mapping.hpp"
 #include "adapters/llama/objects.hpp"
+#include "core/latency.hpp"
 #include "drivers/generate.hpp"
 #include "llama.h"
 #include "pager/signal_audit.hpp"
@@ -230,6 +231,7 @@ class GenerateRun final : public StepListener {
   std::string text_;
   int32_t n_vocab_ = 0;
   uint64_t prefill_ns_ = 0, decode_ns_ = 0, decode_wall_ns_ = 0, load_ns_ = 0, context_ns_ = 0;
+  LatencyHistogram token_hist_;  // each decode token's time (llama_decode to its argmax): a token's latency
   std::string logits_tmp_;
   int logits_fd_ = -1;
   std::string input_error_;  // llama.cpp refused the model: exit 2

@@ -22,6 +22,7 @@ void GenerateRun::serve_warm_request(llama_context* ctx, const llama_vocab* voca
   std::vector<llama_token> tokens = std::move(tokens_);
   std::vector<std::string> rows = std::move(row_sha_);
   const uint64_t prefill = prefill_ns_, decode = decode_ns_, wall = decode_wall_ns_;
+  const LatencyHistogram token_hist = token_hist_;
   tokens_.clear();
   row_sha_.clear();
   decode_ns_ = 0;
@@ -35,6 +36,7 @@ void GenerateRun::serve_warm_request(llama_context* ctx, const llama_vocab* voca
   prefill_ns_ = prefill;
   decode_ns_ = decode;
   decode_wall_ns_ = wall;
+  token_hist_ = token_hist;
   if (run_error_.empty()) reset_request(ctx);
 }
 

@@ -248,6 +248,7 @@ void Pager::wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) {
     ++st_.waited_faults;
     if (f.trigger) {
       fault_hist_.record(w);  // the demand fault that read the chunk
+      demand_hist_.record(w);
     } else if (kind != FillKind::Demand && first) {
       fault_hist_.record(w);  // the first fault that waited for a read-ahead (or prefetch) in flight
       ++st_.readahead_waits;

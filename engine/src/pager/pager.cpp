@@ -371,6 +371,10 @@ PagerStats Pager::stats() const {
   s.fault_p50_ns = fault_hist_.quantile(0.5);
   s.fault_p99_ns = fault_hist_.quantile(0.99);
   s.fault_max_ns = fault_hist_.max();
+  s.demand_fault_count = demand_hist_.count();
+  s.demand_fault_p50_ns = demand_hist_.quantile(0.5);
+  s.demand_fault_p99_ns = demand_hist_.quantile(0.99);
+  s.demand_fault_max_ns = demand_hist_.max();
   s.fill_count = fill_hist_.count();
   s.fill_p50_ns = fill_hist_.quantile(0.5);
   s.fill_p99_ns = fill_hist_.quantile(0.99);

@@ -178,6 +178,7 @@ struct PagerStats {
   uint64_t max_present_pages = 0;  // most pages mincore saw present at one check
   uint64_t unmap_events = 0, unmapped_chunks = 0, copy_retries = 0;
   uint64_t fault_count = 0, fault_p50_ns = 0, fault_p99_ns = 0, fault_max_ns = 0;
+  uint64_t demand_fault_count = 0, demand_fault_p50_ns = 0, demand_fault_p99_ns = 0, demand_fault_max_ns = 0;
   uint64_t fill_count = 0, fill_p50_ns = 0, fill_p99_ns = 0, fill_max_ns = 0;
   // Oversize steps.
   uint64_t oversize_steps = 0;   // steps that ran oversize
@@ -476,7 +477,9 @@ class Pager final : private FillOwner {
   uint64_t step_ = 0;
   uint64_t signal_next_ = 0;  // the step after the latest consumption signal (0: none yet)
   PagerStats st_;
-  LatencyHistogram fault_hist_, fill_hist_;
+  // fault_hist_: every exposed wait (a demand fault, or the first wait on a read-ahead or
+  // prefetch in flight); demand_hist_: a demand fault's service time only (it read its chunk).
+  LatencyHistogram fault_hist_, demand_hist_, fill_hist_;
   std::string error_;
   std::function<void()> on_failure_;
   bool failure_callback_due_ = false;  // failed under mu_: the loop calls on_failure_

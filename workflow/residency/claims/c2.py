@@ -25,6 +25,7 @@ from ..arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
 from ..pairs import matched_pairs, overlap_bound, pair_records
 from ..stats import paired_log_ratio
 from .record import Assertion, ClaimResult, as_float, as_int, fmt
+from .source_depth import DEPTH_GUARANTEE
 
 ID = "C2"
 REFERENCE = ("Reference claim C2: buffered P completes exactly but reaches the 11 GiB host ceiling and records "
@@ -123,6 +124,7 @@ def compute(frames, settings) -> ClaimResult:
         "f_readahead_max_steps_ahead": max((c["readahead_max_steps_ahead"] or 0 for c in f_cells), default=None),
         "f_peak_depth_equals_windows": [c["source_peak_depth"] is not None and c["source_peak_depth"] == c["source_windows"]
                                         for c in f_cells],
+        "depth_guarantee": DEPTH_GUARANTEE,
         "f_no_dynamic_allocation": [c["source_dynamic_allocations"] == 0 for c in f_cells],
         "windows_free_at_every_close": [c["source_windows_free_at_close"] is not None
                                         and c["source_windows_free_at_close"] == c["source_windows"] for c in df],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..arms import ASYNC, BUFFERED
 from .record import Assertion, ClaimResult, as_int, fmt
+from .source_depth import DEPTH_GUARANTEE
 
 ID = "C8"
 REFERENCE = ("Reference claim C8 (004 §5.5): a matched Gemma pair replaces the buffered source with the eight-window "
@@ -86,7 +87,10 @@ def _values(natural, p, f) -> dict:
         "admissible": [c["admissible"] for c in pf],
         "f_balanced": balanced,
         "f_windows_free": bool(f) and f["source_windows_free_at_close"] == f["source_windows"],
+        "f_peak_depth": f["source_peak_depth"] if f else None,
+        "f_windows": f["source_windows"] if f else None,
         "f_peak_depth_equals_windows": bool(f) and f["source_peak_depth"] == f["source_windows"],
+        "depth_guarantee": DEPTH_GUARANTEE,
         "f_submissions": f["source_submissions"] if f else None,
         "cache_held_fixed": bool(p and f) and p["budget_chunks"] == f["budget_chunks"],
         "exact": [c["exact"] for c in pf],

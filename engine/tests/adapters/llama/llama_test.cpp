@@ -539,6 +539,24 @@ TEST_P(Generate, EveryArmIsExactAtABudgetBelowTheModel) {
     EXPECT_EQ(gen["tokens"], tokens);
     EXPECT_EQ(gen["passes"], tokens);  // the prefill + tokens - 1 decode passes
     EXPECT_GT(gen["tokens_per_s"].get<double>(), 0);
+    // One latency per decode token; quantiles ordered.
+    const auto& tl = gen["token_latency_ns"];
+    EXPECT_EQ(tl["count"], tokens - 1) << arm;
+    EXPECT_GT(tl["p50"].get<uint64_t>(), 0u) << arm;
+    EXPECT_LE(tl["p50"].get<uint64_t>(), tl["p99"].get<uint64_t>()) << arm;
+    EXPECT_LE(tl["p99"].get<uint64_t>(), tl["max"].get<uint64_t>()) << arm;
+    // The demand faults are the exposed waits that read their own chunk: all of them without
+    // prefetch, fewer with it (a fault on a prefetch in flight is a wait, not a demand fault).
+    const auto& lat = j["latency_ns"];
+    if (arm != "kernel-mmap") {
+      const uint64_t waits = lat["fault_count"], demand = lat["demand_fault_count"];
+      EXPECT_GT(demand, 0u) << arm;
+      if (arm == "pager-prefetch")
+        EXPECT_LE(demand, waits) << arm;
+      else
+        EXPECT_EQ(demand, waits) << arm;
+      EXPECT_LE(lat["demand_fault_p50"].get<uint64_t>(), lat["demand_fault_p99"].get<uint64_t>()) << arm;
+    }
     const auto& sa = j["signal_audit"];
     EXPECT_EQ(sa["foreign_reads"], 0) << sa["first_violation"];
     EXPECT_EQ(sa["outside_reads"], 0) << sa["first_violation"];
@@ -1220,7 +1238,10 @@ TEST(GenerateInput, ModelsThatCannotRunAreOneLineErrorsNamingTheModel) {
 
 // Weights llama.cpp does not use in place from the file (here: repacked at load, the
 // --repack negative control on a Q4_0 model) are refused after the load, before any run, in
-// every arm; a model with nothing to repack (F16) loads and runs under the same control.
+// every arm. Which extra buffer takes them depends on the CPU: with AMX int8, llama.cpp's AMX
+// buffer takes every weight (F16 too, so the F16 model is refused as well); without it,
+// CPU_REPACK takes only repackable types and a model with nothing to repack (F16) loads and
+// runs under the same control.
 TEST(GenerateInput, WeightsNotFileBackedAfterTheLoadAreRefused) {
   MODEL_OR_SKIP(q4, "llama-dense-untied-q4_0");
   MODEL_OR_SKIP(f16, "llama-dense-tied-f16");
@@ -1228,6 +1249,10 @@ TEST(GenerateInput, WeightsNotFileBackedAfterTheLoadAreRefused) {
   test::TempDir dir;
   const Manifest m = manifest_of(q4);
   const std::string budget = std::to_string((m.chunks / 2 + 8) * kChunk);
+  const bool amx = ggml_cpu_has_amx_int8() != 0;
+  const std::string buffer = amx ? "AMX" : "CPU_REPACK";
+  const std::string needle = " is not file-backed after loading: llama.cpp holds it outside the model's mapping (" +
+                             buffer + " buffer)";
   for (std::string arm : {"kernel-mmap", "pager-lru", "pager-declared"}) {
     const std::string out = dir.file("out-" + arm);
     auto args = generate_args(q4, out, arm, kChunk, 2);
@@ -1237,15 +1262,20 @@ TEST(GenerateInput, WeightsNotFileBackedAfterTheLoadAreRefused) {
     EXPECT_EQ(r.status, 2) << arm << ": " << r.err;
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_EQ(r.err.rfind("residctl: error: model " + q4 + ": tensor ", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(" is not file-backed after loading: llama.cpp holds it outside the model's mapping (CPU_REPACK buffer)"),
-              std::string::npos)
-        << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
     EXPECT_FALSE(exists(out)) << arm;
   }
   const std::string out = dir.file("f16");
   auto args = generate_args(f16, out, "kernel-mmap", kChunk, 2);
   args.push_back("--repack");
   const auto r = test::spawn_capture(RESIDCTL_PATH, args, dir.file("err.txt"));
+  if (amx) {
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(out));
+    return;
+  }
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = load_json(out + "/run.json");
   EXPECT_EQ(j["llama"]["use_extra_bufts"], true);
