@@ -156,9 +156,10 @@ def _cmd_table(a) -> int:
             tf.table7_faults(a.runs, a.out_stem)
         else:
             parts = a.runs.split(",")
-            if len(parts) != 4:
-                raise SystemExit("residency: error: table table4-identity needs --runs CERTIFICATE,MATCHED,FAULTS,WARM "
-                                 f"(four Parquet tables, comma-separated; got {len(parts)})")
+            if len(parts) != 5:
+                raise SystemExit("residency: error: table table4-identity needs --runs "
+                                 "CERTIFICATE,MATCHED,BOUNDED,FAULTS,WARM "
+                                 f"(five Parquet tables, comma-separated; got {len(parts)})")
             tf.table4_identity(*parts, a.out_stem)
         return 0
     if a.table == "table9-populations":

@@ -81,18 +81,24 @@ def _identity_row(record: str, role: str, ident: dict, attribution: str) -> dict
             "plan_sha256_full": ident.get("plan_sha256"), "direct attribution": attribution}
 
 
-def table4_identity(certificate, matched, faults, warm, stem) -> pd.DataFrame:
+def _f_cell(parquet) -> str:
+    """An F cell's run directory (the bounded direct source whose identity the row names)."""
+    t = pd.read_parquet(parquet)
+    f = t[t["source_arm"] == ASYNC]
+    return (f if len(f) else t)["run_dir"].iloc[0]
+
+
+def table4_identity(certificate, matched, bounded, faults, warm, stem) -> pd.DataFrame:
     """One row per principal record; each record's identities from one of its runs (every run
     of a record has the same, checked for the fault cells)."""
     rows = []
     cert = pd.read_parquet(certificate)
     rows.append(_identity_row("C1", "certified execution", _identity(cert["run_dir"].iloc[0]),
                               "Exactness, resources and clean no-fault closure"))
-    ms = pd.read_parquet(matched)
-    f = ms[ms["source_arm"] == ASYNC]
-    f_cell = (f if len(f) else ms)["run_dir"].iloc[0]
-    rows.append(_identity_row("C2, C8", "matched P/D/F source campaign", _identity(f_cell),
-                              "Source admission, paired complete-component result, nonresidency"))
+    rows.append(_identity_row("C2", "matched P/D/F source campaign", _identity(_f_cell(matched)),
+                              "Source admission, paired complete-component result"))
+    rows.append(_identity_row("C8", "bounded P/F pair at its own cap", _identity(_f_cell(bounded)),
+                              "Host nonresidency: the bounded source's peak under the cap"))
     ft = pd.read_parquet(faults)
     for a in ft.sort_values("adapter_rank")["adapter"].unique():
         sub = ft[(ft["adapter"] == a) & ft["prespecified"]]

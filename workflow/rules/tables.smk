@@ -169,7 +169,8 @@ rule table_models:
 
 rule table4_identity:
     input:
-        runs=[cells.CERT_TABLE, "results/matched_source.parquet", fault_cells.FAULT_TABLE, fault_cells.WARM_TABLE],
+        runs=[cells.CERT_TABLE, "results/matched_source.parquet", "results/bounded_source.parquet",
+              fault_cells.FAULT_TABLE, fault_cells.WARM_TABLE],
         code=residency_code("tables.py", "tables_faults.py"),
     output:
         table_outputs("table4-identity"),
