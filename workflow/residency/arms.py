@@ -1,4 +1,4 @@
-"""The arm vocabulary (DESIGN.md §2), in one place: code names, reference letters, sources.
+"""The arm vocabulary (docs/design.md), in one place: code names, reference letters, sources.
 
 Code, config, run records and Parquet use the code names; tables and figures print the
 reference letter. Every other module takes its names and letters from here.

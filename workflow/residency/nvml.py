@@ -1,4 +1,4 @@
-"""GPU authority: a whole-board NVML observer (pynvml) sampled during a run (DESIGN.md §6,
+"""GPU authority: a whole-board NVML observer (pynvml) sampled during a run (docs/design.md,
 reference 004 §2.1: GPU use is declared and audited, not hard-partitioned).
 
 Every `interval_s` (default 50 ms) from the run's start to its end the observer reads, on

@@ -1,4 +1,4 @@
-"""The non-weight overhead O of the model process, measured, not guessed (DESIGN.md §6).
+"""The non-weight overhead O of the model process, measured, not guessed (docs/design.md).
 
 Calibration runs execute every arm inside an unlimited cgroup: the synthetic study's
 `residctl scan --calibrate` sets everything up and touches no weight byte; the model

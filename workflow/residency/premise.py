@@ -1,4 +1,4 @@
-"""Premises a campaign recreates before it measures anything (DESIGN.md §12): relations that
+"""Premises a campaign recreates before it measures anything (docs/design.md): relations that
 hold by construction of the config, checked by a rule before any cell of the campaign runs.
 A premise that does not hold stops the campaign with one line giving both sides.
 

@@ -167,7 +167,7 @@ def task_runs(config: dict) -> list[str]:
     return [task_run(i, c) for i in task_ids(config) for c in cells_of(config)]
 
 
-# ---- the premise (DESIGN.md §12) ------------------------------------------------------------
+# ---- the premise (docs/design.md) ------------------------------------------------------------
 
 CONTROL_ARMS = (arms.KERNEL_MMAP, arms.PAGER_LRU, arms.PAGER_DECLARED, arms.PAGER_PREFETCH, arms.PAGER_ZERO)
 _RESIDENT = ("resident", ORACLE)

@@ -1,4 +1,4 @@
-// Shared vocabulary types of every layer (DESIGN.md §2): an extent of the canonical model
+// Shared vocabulary types of every layer (docs/design.md): an extent of the canonical model
 // file, and a chunk of the pager region.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The pager study's arms (DESIGN.md §2): the code names `scan` and `generate` share. Every
+// The pager study's arms (docs/design.md): the code names `scan` and `generate` share. Every
 // arm but kernel-mmap (A) runs through the pager with one cache policy.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Content identity of a file, chunk by chunk (DESIGN.md §6; docs/run-contract.md,
+// Content identity of a file, chunk by chunk (docs/design.md; docs/run-contract.md,
 // "Content digests"): `residctl inventory` reads the file once and writes, per chunk of
 // --chunk-size, the XXH64 (seed 0) of its bytes, and the sha256 of the whole file. A pager
 // run given them with --content-digests checks every fill against its chunk's digest before

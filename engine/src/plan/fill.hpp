@@ -1,4 +1,4 @@
-// The one fill path (DESIGN.md §4): the Plan-driven movement of a bundle's objects through
+// The one fill path (docs/design.md): the Plan-driven movement of a bundle's objects through
 // a Source into their slots, used by the pager (slots: chunks of its region) and by
 // `residctl stream` (slots: the slot arena). The owner requests a bundle from the Plan and
 // hands it to track(); from there every read goes the same way:

@@ -1,4 +1,4 @@
-// The Plan's immutable half: the manifest (reference 004 §3.1; DESIGN.md §4). Objects are
+// The Plan's immutable half: the manifest (reference 004 §3.1; docs/design.md). Objects are
 // named by model semantics (a layer, an expert) and map to one or more source extents of
 // the canonical file. The manifest records, per object, its logical bytes, the aligned
 // physical bytes a direct read of it moves, the padding between the two, and where each

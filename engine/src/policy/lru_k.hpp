@@ -1,4 +1,4 @@
-// Per-layer LRU-k (DESIGN.md §4 `lru_k_per_layer`, arm pager-lru-k; reference 004 A.5's
+// Per-layer LRU-k (docs/design.md `lru_k_per_layer`, arm pager-lru-k; reference 004 A.5's
 // "independent per-layer LRU32"): every chunk belongs to one group (generate: the layer of
 // the llama adapter's first layer object that covers it; chunks of no layer, the embedding
 // and the output, form one group of their own), and each group keeps at most K of its

@@ -1,4 +1,4 @@
-"""Claim records (DESIGN.md §7): building, evaluating assertions, verifying, replaying.
+"""Claim records (docs/design.md): building, evaluating assertions, verifying, replaying.
 
 A claim module computes `values` from Parquet and states `assertions` about them (the
 reference document's qualitative statement, tested on this machine's numbers). The
