@@ -146,6 +146,8 @@ def ledger(root):
 
 
 def test_all_passes_on_a_consistent_tree_and_names_each_problem(synthetic, registry):
+    assert all(not p for p in verify.verify_all(synthetic).values())  # each claim refreshed its entry
+    (synthetic / "claims" / "ledger.json").unlink()
     assert verify.verify_all(synthetic)[verify.LEDGER] == [f"no {claims.LEDGER_FILE} (make it with: "
                                                            f"snakemake --cores 1 {claims.LEDGER_FILE})"]
     ledger(synthetic)
@@ -157,12 +159,29 @@ def test_all_passes_on_a_consistent_tree_and_names_each_problem(synthetic, regis
     assert all(len(found[cid]) == 1 and found[cid][0].startswith(f"{target}/run.json") for cid in IDS), found
 
 
+def test_a_claim_made_alone_or_in_parallel_keeps_the_ledger_true(synthetic, registry):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ledger(synthetic)
+    claims.make("P1", synthetic, SETTINGS)  # `snakemake claims/P1.json --forcerun claim`
+    assert verify.verify("P1", synthetic) == [] and all(not p for p in verify.verify_all(synthetic).values())
+    (synthetic / "claims" / "ledger.json").unlink()
+    with ThreadPoolExecutor(3) as pool:  # three claim jobs at once, no ledger yet
+        list(pool.map(lambda cid: claims.make(cid, synthetic, SETTINGS), IDS))
+    led = json.loads((synthetic / "claims" / "ledger.json").read_text())
+    assert [e["id"] for e in led["claims"]] == sorted(IDS) == sorted(IDS, key=lambda c: f"claims/{c}.json")
+    assert all(not p for p in verify.verify_all(synthetic).values())
+
+
 def test_all_checks_the_ledger_lists_every_claim_once_with_matching_digests(synthetic, registry):
     claims.ledger([synthetic / "claims" / "P1.json", synthetic / "claims" / "P4.json"],
                   synthetic / "claims" / "ledger.json")
     assert verify.ledger_problems(synthetic) == [f"{claims.LEDGER_FILE} does not list P5"]
     ledger(synthetic)
-    claims.make("P4", synthetic, SETTINGS)  # the same record again, after the ledger was written
+    stale = (synthetic / "claims" / "ledger.json").read_text()
+    claims.make("P4", synthetic, SETTINGS)  # the same record again: the claim refreshes its ledger entry
+    assert verify.verify_all(synthetic)[verify.LEDGER] == []
+    (synthetic / "claims" / "ledger.json").write_text(stale)  # a ledger from before that computation
     assert verify.verify_all(synthetic)[verify.LEDGER] == [
         f"{claims.LEDGER_FILE}: P4 says {{'computed_on_scope': 1, 'verdicts_on_scope': {{'pass': 1}}, "
         "'computed_in_all': 1}, its history says {'computed_on_scope': 2, 'verdicts_on_scope': {'pass': 2}, "

@@ -97,13 +97,14 @@ def test_a_corrupt_line_is_a_clear_error(tmp_path, text, line, why):
 def test_a_corrupt_history_stops_the_ledger_with_one_line(tmp_path):
     root = project(tmp_path)
     claims.make("P1", root, SETTINGS)
+    before = (root / "claims" / "ledger.json").read_bytes()  # the claim's own refresh of its entry
     with open(root / "claims" / "history" / "P1.jsonl", "a") as fh:
         fh.write("garbage\n")
     p = subprocess.run([sys.executable, "-m", "residency.cli", "ledger", "--out", str(root / "claims" / "ledger.json"),
                         str(root / "claims" / "P1.json")], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert p.stderr.startswith(f"residency: error: {root}/claims/history/P1.jsonl:2: corrupt history line")
-    assert not (root / "claims" / "ledger.json").exists()
+    assert (root / "claims" / "ledger.json").read_bytes() == before  # nothing half-written
     assert verify.verify("P1", root)[0].startswith(f"{root}/claims/history/P1.jsonl:2: corrupt history line")
 
 

@@ -4,6 +4,7 @@ ledger, verify and replay."""
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -469,3 +470,27 @@ def test_a_changed_counter_fails_deep_verify_naming_the_run(campaign):
     finally:
         path.write_bytes(original)
     assert _residency(work, env, "verify", "--claim", "P2", "--deep").returncode == 0
+
+
+def test_a_claim_made_alone_leaves_verify_passing(campaign):
+    """The README's single-claim path: `snakemake claims/P1.json` (here forced to recompute,
+    as after an interrupted campaign) and then `residency verify` on it and on everything.
+    The campaign's claims/ is put back afterwards, so the other tests see the run they expect."""
+    work, env = campaign
+    keep = work.parent / "claims-before-single"
+    shutil.copytree(work / "claims", keep, symlinks=True)
+
+    def p1():
+        return {e["id"]: e for e in json.loads((work / "claims" / "ledger.json").read_text())["claims"]}["P1"]
+
+    try:
+        before = p1()["computed_on_scope"]
+        p = snakemake(work, "claims/P1.json", "--cores", "1", "--forcerun", "claim", env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert p1()["computed_on_scope"] == before + 1, p1()
+        for which in (["--claim", "P1"], ["--all"]):
+            v = _residency(work, env, "verify", *which)
+            assert v.returncode == 0, v.stdout + v.stderr
+    finally:
+        shutil.rmtree(work / "claims")
+        shutil.move(keep, work / "claims")

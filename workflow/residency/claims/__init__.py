@@ -125,27 +125,49 @@ def make(claim_id: str, root: Path, settings: dict, out: Path | None = None,
         doc["commands"] = {"regenerate": f"snakemake --cores 1 {out}"}
     record.write(doc, out)
     history.append(history.path_for(out, claim_id), history.entry_of(doc, out))
+    refresh_ledger(out)
     return doc
 
 
-def ledger(paths: list[Path], out: Path) -> dict:
-    """Every record's digest and verdict, with how often it was computed on its scope and
-    the verdicts seen there (from the history), so no rerun hides an earlier verdict, and
-    the reference's values beside this run's (reference_values.py)."""
+def ledger_entry(p: Path) -> dict:
+    """One record's ledger entry: its digest and verdict, how often it was computed on its
+    scope and the verdicts seen there (from the history), so no rerun hides an earlier
+    verdict, and the reference's values beside this run's (reference_values.py)."""
     from ..identity import sha256_file
     from .reference_values import side_by_side
 
-    entries = []
-    for p in sorted(paths):
-        doc = json.loads(Path(p).read_text())
-        digest = sha256_file(p)
-        past = history.read(history.path_for(p, doc["id"]))
-        entries.append({"id": doc["id"], "path": str(p), "sha256": digest,
-                        "verdict": doc["verdict"], "headline": doc["headline"],
-                        "scope_sha256": history.scope_digest(doc),
-                        "in_history": any(e["record_sha256"] == digest for e in past),
-                        **history.tally(past, history.scope_digest(doc)),
-                        "reference_values": side_by_side(doc)})
-    led = {"schema_version": 1, "claims": entries}
+    doc = json.loads(Path(p).read_text())
+    digest = sha256_file(p)
+    past = history.read(history.path_for(p, doc["id"]))
+    return {"id": doc["id"], "path": str(p), "sha256": digest, "verdict": doc["verdict"],
+            "headline": doc["headline"], "scope_sha256": history.scope_digest(doc),
+            "in_history": any(e["record_sha256"] == digest for e in past),
+            **history.tally(past, history.scope_digest(doc)), "reference_values": side_by_side(doc)}
+
+
+def ledger(paths: list[Path], out: Path) -> dict:
+    """The ledger of these records, in path order (what `snakemake claims` writes)."""
+    led = {"schema_version": 1, "claims": [ledger_entry(p) for p in sorted(paths, key=str)]}
     record.write(led, out)
     return led
+
+
+def refresh_ledger(rec: Path) -> None:
+    """Replace (or add) one record's entry in the ledger beside it (claims/ledger.json, or a
+    sweep model's), so a claim made alone leaves a ledger that agrees with every record on
+    disk and its history. Claim jobs run in parallel: the read-modify-write holds an flock
+    on the records' directory; the ledger is replaced atomically."""
+    import fcntl
+    import os
+
+    rec = Path(rec)
+    out = rec.parent / "ledger.json"
+    fd = os.open(rec.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        entry = ledger_entry(rec)
+        old = json.loads(out.read_text())["claims"] if out.exists() else []
+        kept = [e for e in old if e["id"] != entry["id"]]
+        record.write({"schema_version": 1, "claims": sorted(kept + [entry], key=lambda e: e["path"])}, out)
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
