@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/checksum.hpp"
@@ -65,25 +65,44 @@ int run_inventory(const std::string& file, uint64_t chunk_size, const std::strin
 }
 
 std::vector<uint64_t> load_chunk_digests(const std::string& path, uint64_t file_bytes, uint64_t chunk_size) {
+  const auto text = read_text_file(path);
+  if (!text) throw InputError("--content-digests " + path + " cannot be read");
+  return parse_chunk_digests(*text, path, file_bytes, chunk_size);
+}
+
+std::vector<uint64_t> parse_chunk_digests(std::string_view text, const std::string& path, uint64_t file_bytes,
+                                          uint64_t chunk_size) {
   nlohmann::json j;
   try {
-    std::ifstream in(path);
-    if (!in) throw InputError("--content-digests " + path + " cannot be read");
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("--content-digests " + path + " is not JSON (" + e.what() + ")");
   }
-  const uint64_t cs = j.value("chunk_size", uint64_t{0}), bytes = j.value("bytes", uint64_t{0});
+  if (!j.is_object()) throw InputError("--content-digests " + path + " is not a digests file (not a JSON object)");
+  const auto u64 = [&](const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  const uint64_t cs = u64("chunk_size"), bytes = u64("bytes");
   if (cs != chunk_size || bytes != file_bytes)
     throw InputError("--content-digests " + path + " was made for chunk size " + std::to_string(cs) + " of a " +
                      std::to_string(bytes) + "-byte file; this run reads chunks of " + std::to_string(chunk_size) +
                      " of a " + std::to_string(file_bytes) + "-byte file");
-  const auto& list = j.at("chunks");
-  if (!list.is_array() || list.size() != (file_bytes + chunk_size - 1) / chunk_size)
+  const auto list = j.find("chunks");
+  if (list == j.end() || !list->is_array() || list->size() != (file_bytes + chunk_size - 1) / chunk_size)
     throw InputError("--content-digests " + path + " does not list one digest per chunk");
   std::vector<uint64_t> out;
-  out.reserve(list.size());
-  for (const auto& h : list) out.push_back(std::stoull(h.get<std::string>(), nullptr, 16));
+  out.reserve(list->size());
+  for (const auto& h : *list) {
+    // What inventory writes: 16 hex digits (fewer are accepted, as before; nothing else is).
+    const std::string* s = h.is_string() ? h.get_ptr<const std::string*>() : nullptr;
+    uint64_t v = 0;
+    const auto [end, ec] = s ? std::from_chars(s->data(), s->data() + s->size(), v, 16) : std::from_chars_result{};
+    if (!s || s->empty() || s->size() > 16 || ec != std::errc() || end != s->data() + s->size())
+      throw InputError("--content-digests " + path + ": chunk " + std::to_string(out.size()) +
+                       "'s digest is not a hex string of at most 16 digits");
+    out.push_back(v);
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace resid {
@@ -18,5 +19,11 @@ int run_inventory(const std::string& file, uint64_t chunk_size, const std::strin
 // The digests of `path`'s chunks. InputError (naming the file and what differs) when the
 // digests were made for another chunk size, another file size or are malformed.
 std::vector<uint64_t> load_chunk_digests(const std::string& path, uint64_t file_bytes, uint64_t chunk_size);
+
+// The parse behind load_chunk_digests, on the file's text (no I/O; `path` only names it in
+// messages). Contract: for chunk_size > 0, returns one digest per chunk of a file_bytes-byte
+// file, or throws InputError naming `path`; no other exception, whatever the text.
+std::vector<uint64_t> parse_chunk_digests(std::string_view text, const std::string& path, uint64_t file_bytes,
+                                          uint64_t chunk_size);
 
 }  // namespace resid

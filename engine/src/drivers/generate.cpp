@@ -30,7 +30,6 @@ int run_generate(const GenerateConfig&) {
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "core/clock.hpp"
@@ -109,13 +108,9 @@ void GenerateRun::open_pager() {
 }
 
 void GenerateRun::load_graph_plan() {
-  std::ifstream in(cfg_.graph_plan);
-  if (!in) throw InputError("--graph-plan " + cfg_.graph_plan + " cannot be read");
-  try {
-    observer_.load_plans(nlohmann::json::parse(in));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("--graph-plan " + cfg_.graph_plan + " is not a graph plan (" + e.what() + ")");
-  }
+  const auto text = read_text_file(cfg_.graph_plan);
+  if (!text) throw InputError("--graph-plan " + cfg_.graph_plan + " cannot be read");
+  observer_.load_plans_text(*text, cfg_.graph_plan);
 }
 
 // ---- the watch and the verdict ---------------------------------------------------------------

@@ -1,9 +1,9 @@
 #include "drivers/stream_input.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/errors.hpp"
+#include "core/fsutil.hpp"
 
 namespace resid {
 
@@ -61,11 +61,15 @@ PlanObjectSpec parse_object(const nlohmann::json& o, size_t i) {
 }  // namespace
 
 StreamObjects load_objects_json(const std::string& path, uint64_t file_size) {
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot read manifest " + path);
+  const auto text = read_text_file(path);
+  if (!text) throw InputError("cannot read manifest " + path);
+  return parse_objects_json(*text, path, file_size);
+}
+
+StreamObjects parse_objects_json(std::string_view text, const std::string& path, uint64_t file_size) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("manifest " + path + " is not valid JSON: " + e.what());
   }

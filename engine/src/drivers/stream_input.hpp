@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plan/manifest.hpp"
@@ -24,6 +25,11 @@ struct StreamObjects {
 // "bytes", when present, must equal the sum of the extents (object-size disagreement is bad
 // input); "file_bytes", when present, must equal the size of the file being streamed.
 StreamObjects load_objects_json(const std::string& path, uint64_t file_size);
+
+// The parse behind load_objects_json, on the manifest's text (no I/O; `path` only names it in
+// messages). Contract: returns the objects and order of one of the shapes above, or throws
+// InputError naming what is wrong; no other exception, whatever the text.
+StreamObjects parse_objects_json(std::string_view text, const std::string& path, uint64_t file_size);
 
 // Objects "obj.0", "obj.1", ... of `object_bytes` each tiling [0, file_size); the last one
 // holds the remainder.

@@ -391,6 +391,14 @@ void EvalObserver::load_plans(const nlohmann::json& j) {
   }
 }
 
+void EvalObserver::load_plans_text(std::string_view text, const std::string& path) {
+  try {
+    load_plans(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("--graph-plan " + path + " is not a graph plan (" + e.what() + ")");
+  }
+}
+
 void EvalObserver::done(ggml_tensor* t) {
   if (t == pending_release_) {
     pending_release_ = nullptr;

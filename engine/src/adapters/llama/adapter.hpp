@@ -45,6 +45,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -133,6 +134,10 @@ class EvalObserver {
   // pass. InputError when the plan names an object this model does not have.
   nlohmann::json plans_json() const;
   void load_plans(const nlohmann::json& j);
+  // `--graph-plan`'s text (no I/O; `path` only names it in messages), parsed and loaded.
+  // Contract: loads a graph plan of this model, or throws InputError naming `path`; no other
+  // exception, whatever the text.
+  void load_plans_text(std::string_view text, const std::string& path);
   int current() const { return cur_; }
 
   struct Stats {
