@@ -9,6 +9,10 @@ CORES ?= 1
 BUILD_TEST := .build/engine-test
 BUILD_ASAN := .build/engine-asan
 BUILD_TSAN := .build/engine-tsan
+BUILD_FUZZ := .build/fuzz
+# Seconds per fuzz target: `make fuzz` (FUZZ_SECONDS) and the short run of `make test`.
+FUZZ_SECONDS ?= 300
+FUZZ_TEST_SECONDS ?= 10
 
 # make figures CONFIG=config/paper.yaml [PROFILE=workflow/profiles/slurm]: another config
 # (validated first: a bad key stops with one line) and another Snakemake profile.
@@ -32,7 +36,7 @@ $(if $(filter file,$(call kind,$(PROFILE)/config.yaml)),,$(error PROFILE: '$(PRO
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser sysdeps venv llama bench golden clean
+.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser clang fuzz fuzz-build test-fuzz sysdeps venv llama bench golden clean
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
@@ -44,7 +48,7 @@ figures: sysdeps venv
 report: figures
 	$(SNAKE) --report results/report.html figures $(CONFIG_FLAG)
 
-test: sysdeps venv test-engine test-python
+test: sysdeps venv test-engine test-python test-fuzz
 
 sysdeps:
 	@workflow/scripts/system-deps.sh
@@ -66,6 +70,31 @@ browser:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }; } || \
 	  echo "chromium is missing: the report test will skip (sudo apt-get install -y chromium)" >&2
+
+# clang with libFuzzer (Debian 12: clang and libclang-rt-14-dev), installed when root.
+FUZZ_CXX_OK = echo 'extern "C" int LLVMFuzzerTestOneInput(const char *, unsigned long) { return 0; }' | \
+  clang++ -fsanitize=fuzzer,address,undefined -x c++ - -o /dev/null >/dev/null 2>&1
+clang:
+	@$(FUZZ_CXX_OK) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { echo "installing clang and libFuzzer (the fuzz targets)" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang libclang-rt-14-dev >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang libclang-rt-14-dev >/dev/null; }; }; } || \
+	  echo "clang with libFuzzer is missing (sudo apt-get install -y clang libclang-rt-14-dev)" >&2
+
+# The fuzz targets (engine/fuzz/: libFuzzer, ASan+UBSan; docs/testing.md "Fuzzing"), built from
+# the parsers' sources only; `make fuzz` runs each FUZZ_SECONDS (default 300) and prints its
+# executions and findings; any finding fails. `make test` runs each FUZZ_TEST_SECONDS.
+fuzz-build: sysdeps clang llama
+	@$(FUZZ_CXX_OK) || { echo "fuzz: no clang with libFuzzer (sudo apt-get install -y clang libclang-rt-14-dev)" >&2; exit 1; }
+	cmake -S engine -B $(BUILD_FUZZ) -DRESID_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Fuzz \
+	  -DRESID_LLAMA_PREFIX=$(LLAMA_PREFIX) >/dev/null
+	cmake --build $(BUILD_FUZZ) -j2
+
+fuzz: fuzz-build
+	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+test-fuzz: fuzz-build
+	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS)
 
 # The pinned llama.cpp (fetched from PyPI, verified, built once and cached).
 llama: sysdeps venv
