@@ -17,6 +17,7 @@ again and compare.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -157,6 +158,47 @@ PAGER_MODEL_SCHEMA = pa.schema(RUN_COLUMNS + [
 ] + HOST_COLUMNS + PROVENANCE_COLUMNS)
 
 
+class GatherError(ValueError):
+    """A run record (run.json, harness.json, objects.json) gather cannot read, or a value of
+    one that does not fit its table's column: one line naming the run directory."""
+
+
+# What reading a malformed record raises (a list where an object was, a missing key, text
+# where a number was, a value too big for its column).
+_MALFORMED = (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError, ValueError, AttributeError,
+              OverflowError)
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _reads_run(fn):
+    """A reader of one run directory (its first argument): a malformed record is GatherError.
+    A missing harness.json (FileNotFoundError), a run changed after it was recorded
+    (manifest.ManifestError) and a malformed trace.bin (trace.TraceError) stay what they are."""
+    @functools.wraps(fn)
+    def read(run_dir, *args, **kwargs):
+        from .trace import TraceError
+
+        try:
+            return fn(run_dir, *args, **kwargs)
+        except (GatherError, TraceError, manifest.ManifestError, FileNotFoundError):
+            raise
+        except _MALFORMED as exc:
+            raise GatherError(f"{run_dir}: a run record gather cannot read ({_one_line(exc)})") from None
+    return read
+
+
+def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """The rows as a table; a value that does not fit its column is GatherError."""
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        dirs = ", ".join(str(r.get("run_dir")) for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+        raise GatherError(f"a run record's value does not fit its column ({_one_line(exc)}; runs {dirs})") from None
+
+
 def _load(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -197,6 +239,7 @@ def _status(harness: dict, run: dict, manifest_sha: str | None) -> tuple[str, st
     return status, error
 
 
+@_reads_run
 def _common(run_dir: Path) -> tuple[dict, dict, dict]:
     """(row of RUN_COLUMNS + HOST_COLUMNS, run.json, harness meta) of a run directory."""
     harness = _load(run_dir / "harness.json")
@@ -259,6 +302,7 @@ def _common(run_dir: Path) -> tuple[dict, dict, dict]:
     return row, run, meta
 
 
+@_reads_run
 def pager_synthetic_row(run_dir: Path, region_sha256: str | None) -> dict:
     """One row of results/pager_synthetic.parquet from a run directory."""
     from . import trace as trace_mod
@@ -308,7 +352,7 @@ def _llama(llama_identity: str | os.PathLike | None) -> dict | None:
 def pager_synthetic_table(run_dirs: list[str], region: dict, llama: dict | None = None) -> pa.Table:
     rows = [pager_synthetic_row(Path(d), region["sha256"]) for d in run_dirs]
     _stamp_llama(rows, llama, commit=True)
-    return pa.Table.from_pylist(rows, schema=PAGER_SYNTHETIC_SCHEMA)
+    return _table(rows, PAGER_SYNTHETIC_SCHEMA)
 
 
 def gather_pager_synthetic(run_dirs: list[str | os.PathLike], region_identity: str | os.PathLike,
@@ -338,6 +382,7 @@ def _object_chunks(run_dir: Path, names: list[str] | None) -> list[int] | None:
     return [_int(size.get(n)) for n in names]
 
 
+@_reads_run
 def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
     """One row of results/pager_model.parquet, compared with the oracle run."""
     from .exactness import compare
@@ -395,7 +440,7 @@ def pager_model_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> di
 def pager_model_table(run_dirs: list[str], ident: dict, oracle_dir: str, llama: dict | None = None) -> pa.Table:
     rows = [pager_model_row(Path(d), ident, Path(oracle_dir)) for d in run_dirs]
     _stamp_llama(rows, llama)
-    return pa.Table.from_pylist(rows, schema=PAGER_MODEL_SCHEMA)
+    return _table(rows, PAGER_MODEL_SCHEMA)
 
 
 def gather_pager_model(run_dirs: list[str | os.PathLike], oracle_dir: str | os.PathLike,
@@ -452,6 +497,7 @@ def admission(row: dict) -> bool | None:
     return bool(row["headroom_bytes"] > 0 and row["limit_events_total"] == 0 and (row["oom_kills"] or 0) == 0)
 
 
+@_reads_run
 def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
     row = pager_model_row(run_dir, model_identity, oracle_dir)
     harness = json.loads((run_dir / "harness.json").read_text())
@@ -492,7 +538,7 @@ def matched_source_table(run_dirs: list[str], ident: dict, oracle_dir: str, llam
     rows = [matched_source_row(Path(d), ident, Path(oracle_dir)) for d in run_dirs]
     _stamp_llama(rows, llama)
     rows.sort(key=lambda r: r["position"])
-    return pa.Table.from_pylist(rows, schema=MATCHED_SOURCE_SCHEMA)
+    return _table(rows, MATCHED_SOURCE_SCHEMA)
 
 
 def gather_matched_source(run_dirs, oracle_dir, model_identity, out, llama_identity=None) -> pa.Table:

@@ -64,6 +64,8 @@ def read(path: str | os.PathLike) -> Trace:
     head = np.frombuffer(raw[: HEADER.itemsize], dtype=HEADER)[0]
     if head["magic"] != MAGIC or int(head["version"]) != 1 or int(head["record_size"]) != RECORD.itemsize:
         raise TraceError(f"{path}: not a version-1 residctl trace")
+    if int(head["chunks"]) > 2**32:  # chunk ids are u32 (a corrupt header, not a trace)
+        raise TraceError(f"{path}: a header of {int(head['chunks'])} chunks, more than a u32 chunk id can name")
     body = raw[HEADER.itemsize:]
     if len(body) % RECORD.itemsize:
         raise TraceError(f"{path}: truncated record ({len(body)} bytes of records)")
