@@ -15,10 +15,14 @@
 
 #include "adapters/llama/adapter.hpp"
 #include "fuzz_util.hpp"
+#include "ggml.h"
 
 namespace resid::fuzz {
 
 inline std::string as_file(const uint8_t* data, size_t size) {
+  // gguf logs every header it refuses (one line an input): silenced, the refusal is read_gguf's.
+  static const bool quiet = (ggml_log_set([](ggml_log_level, const char*, void*) {}, nullptr), true);
+  (void)quiet;
   static const int fd = ::memfd_create("fuzz.gguf", 0);
   if (fd < 0 || ::ftruncate(fd, 0) != 0) finding("memfd", "cannot create or truncate");
   for (size_t done = 0; done < size;) {

@@ -200,10 +200,14 @@ def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
 
 def _load(path: Path) -> dict | None:
+    """A run record's object; None when the file is absent (GatherError when it is no object)."""
     try:
-        return json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         return None
+    if not isinstance(doc, dict):
+        raise GatherError(f"{path}: not a JSON object (a {type(doc).__name__})")
+    return doc
 
 
 def _int(v):
