@@ -23,6 +23,7 @@ from residency import config, gather, gguf_synth, manifest, models, trace
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+GATHER_FUZZ = settings(FUZZ, max_examples=80)  # each example writes and seals a run directory
 
 
 def clean(errors: tuple[type[BaseException], ...], fn, *args):
@@ -170,7 +171,7 @@ with tempfile.TemporaryDirectory() as _d:
                   ("run.json", "harness.json", "objects.json"))
 
 
-@FUZZ
+@GATHER_FUZZ
 @given(st.sampled_from(["run.json", "harness.json"]).flatmap(
     lambda n: st.tuples(st.just(n), json_text(SYNTHETIC[n]))))
 def test_gather_synthetic_run_reads_or_says_why(case):
@@ -182,7 +183,7 @@ def test_gather_synthetic_run_reads_or_says_why(case):
         clean(GATHER_ERRORS, gather.pager_synthetic_table, [str(run)], {"sha256": "a" * 64})
 
 
-@FUZZ
+@GATHER_FUZZ
 @given(st.sampled_from(["run.json", "harness.json", "objects.json"]).flatmap(
     lambda n: st.tuples(st.just(n), json_text(MODEL[n]))))
 def test_gather_model_run_reads_or_says_why(case):
@@ -195,7 +196,7 @@ def test_gather_model_run_reads_or_says_why(case):
         clean(GATHER_ERRORS, gather.pager_model_table, [str(run)], ident, str(Path(d) / "no-oracle"))
 
 
-@FUZZ
+@GATHER_FUZZ
 @given(trace_bytes())
 def test_gather_reads_the_trace_or_says_why(raw):
     with tempfile.TemporaryDirectory() as d:
