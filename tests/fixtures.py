@@ -5,6 +5,7 @@ with manifest.json, as the harness leaves it; a test that edits a run afterwards
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from collections import OrderedDict
@@ -103,9 +104,20 @@ def make_run(root: Path, campaign: str, arm: str, r: float, rep: int, *, chunks=
     return seal(d) if sealed else d
 
 
+SOURCE_BYTES = b"the bytes of a tiny model or region\n"  # what deep verify re-hashes
+SOURCE_SHA256 = hashlib.sha256(SOURCE_BYTES).hexdigest()
+
+
+def source_file(root: Path, name: str) -> str:
+    """A model or region file at root/name (the path an identity names, relative to the root)."""
+    (root / name).write_bytes(SOURCE_BYTES)
+    return name
+
+
 def region_identity(root: Path) -> Path:
     p = root / "region.json"
-    p.write_text(json.dumps({"path": "x", "bytes": 1, "seed": 1, "sha256": "f" * 64}))
+    p.write_text(json.dumps({"path": source_file(root, "region.bin"), "bytes": len(SOURCE_BYTES), "seed": 1,
+                             "sha256": SOURCE_SHA256}))
     return p
 
 

@@ -10,6 +10,7 @@ import pytest
 from residency import certificate, claims, manifest, verify
 from residency.gather_certificate import gather_certificate
 from test_certificate import _edit, certified_run
+from fixtures import source_file
 from test_inventory import SHA
 
 SETTINGS = {"approx_tolerance": 0.005}
@@ -28,7 +29,7 @@ def project(tmp_path, edit=None, edit_oracle=None, gpu=AUDITED):
     manifest.write(r), manifest.write(o)
     res = tmp_path / "results"
     ident = res / "model.json"
-    ident.write_text(json.dumps({"path": "m.gguf", "sha256": SHA, "bytes": 2400}))
+    ident.write_text(json.dumps({"path": source_file(tmp_path, "m.gguf"), "sha256": SHA, "bytes": 2400}))
     certificate.write(certificate.build(r, o, json.loads(ident.read_text()), 100), runs / certificate.FILE)
     gather_certificate(str(r), str(o), str(ident), 100, str(res / "certificate.parquet"), str(runs / certificate.FILE))
     (res / "machine.json").write_text(json.dumps({"hostname": "test"}))

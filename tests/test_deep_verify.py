@@ -4,6 +4,7 @@ manifest, a stale analysis and a table gathered differently are each caught, wit
 line naming where."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from residency import analysis, claims, gather, verify
 
 from conftest import ROOT
-from fixtures import flip_byte, seal, set_counter
+from fixtures import SOURCE_SHA256, flip_byte, seal, set_counter
 from test_claims import SETTINGS as SYNTHETIC_SETTINGS, project as synthetic_project
 from test_model_claims import SETTINGS as MODEL_SETTINGS, project as model_project
 
@@ -211,3 +212,28 @@ def test_cli_exit_status_and_lines(synthetic):
     assert p.stdout.splitlines()[1].startswith(f"  - {target}/run.json: ")
     p = run("--all")
     assert p.returncode == 1 and "residency verify ledger: FAILED" in p.stdout
+
+
+def test_deep_verify_re_hashes_the_model_bytes_a_scope_names(synthetic):
+    """One byte of the region the runs read flipped with its mtime kept: the shallow check and
+    the manifests cannot see it; the deep one names the file. A missing file is named too."""
+    region = synthetic / "region.bin"
+    st = region.stat()
+    flip_byte(region, 3)
+    os.utime(region, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert verify.verify("P1", synthetic) == []
+    found = verify.verify("P1", synthetic, deep=True)
+    assert len(found) == 1 and found[0].startswith("region.bin: sha256 is now "), found
+    assert "the runs of results/pager_synthetic.parquet read" in found[0]
+    region.unlink()
+    found = verify.verify("P1", synthetic, deep=True)
+    assert len(found) == 1 and found[0].startswith("region.bin: missing (the runs of results/pager_synthetic.parquet"), found
+
+
+def test_each_model_file_is_hashed_once_per_verify(synthetic, registry, monkeypatch):
+    from residency import deep
+
+    seen = []
+    monkeypatch.setattr(deep, "_hash", lambda p: seen.append(p) or SOURCE_SHA256)
+    assert all(not p for p in verify.verify_all(synthetic, deep=True).values())
+    assert seen == ["region.bin"]

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from fixtures import write_trace
+from fixtures import SOURCE_SHA256, write_trace
 from residency import demand, traffic
 
-SHA = "c" * 64
+SHA = SOURCE_SHA256  # the model file tests/fixtures.py writes (deep verify re-hashes it)
 # layer 0: an expert tensor of 4 experts x 100 bytes at 1000 and one of 4 x 50 at 2000
 EXPERTS = [{"name": f"layer.0.expert.{e}", "kind": "expert", "layer": 0, "expert": e, "step": "layer.0", "bytes": 150,
             "slices": [{"tensor": "blk.0.ffn_up_exps.weight", "component": "up", "offset": 1000 + 100 * e, "bytes": 100},

@@ -7,7 +7,7 @@ import pytest
 
 from residency import analysis, claims, gather, verify
 
-from fixtures import make_model_run, make_roofline_run
+from fixtures import SOURCE_SHA256, make_model_run, make_roofline_run, source_file
 
 SETTINGS = {"approx_tolerance": 0.005, "whole_region_min_fraction": 0.99, "p7_max_d_over_opt": 1.13,
             "p8_whole_model_min_fraction": 0.9, "p9_flat_max_ratio": 1.25, "p9_rise_min_ratio": 1.25,
@@ -45,7 +45,7 @@ def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_
                 dirs.append(make_model_run(runs, "main", arm, r, rep, tps=tps_of(arm, r), **kw))
     res = tmp_path / "results"
     ident = res / "model.json"
-    ident.write_text(json.dumps({"name": "tiny", "path": "m.gguf", "sha256": "a" * 64}))
+    ident.write_text(json.dumps({"name": "tiny", "path": source_file(tmp_path, "m.gguf"), "sha256": SOURCE_SHA256}))
     oracle = dirs[0]
     gather.gather_pager_model(dirs, oracle, ident, res / "pager_model.parquet")
     analysis.analyse_pager_model(res / "pager_model.parquet", res / "pager_model_opt.parquet")
@@ -75,7 +75,7 @@ def test_model_claims_pass_on_consistent_runs(tmp_path, cid):
     root = project(tmp_path)
     doc = claims.make(cid, root, SETTINGS)
     assert doc["verdict"] == "pass", (cid, doc["reasons"])
-    assert doc["scope"]["model"] == "tiny" and doc["scope"]["model_sha256"] == "a" * 64
+    assert doc["scope"]["model"] == "tiny" and doc["scope"]["model_sha256"] == SOURCE_SHA256
     assert verify.verify(cid, root) == [] and verify.replay(cid, root) == []
 
 
@@ -231,7 +231,7 @@ def test_scope_names_the_llama_build_the_model_and_the_content_checks(tmp_path):
     runs["content_mismatches"] = 0
     scope = claims.scope_of({"runs": runs}, root)
     assert scope["llama"] == {"commit": runs["llama_commit"].dropna().iloc[0], "build_sha256": "f" * 64}
-    assert (scope["model"], scope["model_sha256"]) == ("tiny", "a" * 64)
+    assert (scope["model"], scope["model_sha256"]) == ("tiny", SOURCE_SHA256)
     assert scope["model_bytes"] == runs["model_bytes"].iloc[0]
     assert scope["content_checks"] == {"pager_runs": 27, "checked": 18, "mismatches": 0}
     opt = pd.read_parquet(root / "results" / "pager_model_opt.parquet")

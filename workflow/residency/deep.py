@@ -12,7 +12,9 @@ and compared. Paths in tables are relative to the project root: run this inside 
 from __future__ import annotations
 
 import math
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +24,7 @@ from . import analysis, atomic, gather, lineage, manifest
 from .identity import sha256_file
 
 MAX_DIFFS = 3  # differing cells named per table; the rest are counted
+LARGE_FILE = 256 << 20  # model files at least this big are hashed with a progress line
 
 
 class Deep:
@@ -30,6 +33,7 @@ class Deep:
     def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="residency-deep-")
         self._done: dict[str, list[str]] = {}
+        self._hashed: dict[str, str | None] = {}  # model/region path -> its sha256 now (None: missing)
 
     def table(self, rel: str) -> list[str]:
         """Problems of the table at `rel` and of everything it was made from (empty: holds)."""
@@ -50,8 +54,30 @@ class Deep:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
+    def hashed(self) -> set[str]:
+        """The digests of the model and region files re-hashed so far."""
+        return {v for v in self._hashed.values() if v}
+
+    def source_file(self, rel: str, ident: dict) -> list[str]:
+        """The model or region file a gathered table's runs read (its lineage's identity),
+        re-hashed once per verify and compared with the digest the runs were made from."""
+        path, want = ident.get("path"), ident.get("sha256")
+        if not path or not want:
+            return []
+        if path not in self._hashed:
+            self._hashed[path] = _hash(path) if Path(path).is_file() else None
+        now = self._hashed[path]
+        if now is None:
+            return [f"{path}: missing (the runs of {rel} read it, sha256 {want[:16]}); "
+                    "restore it or remake the runs"]
+        if now != want:
+            return [f"{path}: sha256 is now {now[:16]}, the runs of {rel} read {want[:16]}: "
+                    "the model file changed since (remake the runs with it, or restore it)"]
+        return []
+
     def _gathered(self, rel: str, lin: dict) -> list[str]:
         found = runs_intact(pq.read_table(rel, columns=["run_dir", "manifest_sha256"]))
+        found += self.source_file(rel, lin.get("identity") or {})
         if found:  # the runs are not what was gathered: a fresh gather could only repeat it
             return found
         fresh = self._scratch(rel) / "gathered.parquet"
@@ -72,6 +98,19 @@ class Deep:
                     f"{now[:16]}: stale (rerun the analysis)"]
         fresh = analysis.remake(lin, self._scratch(rel))
         return differences(rel, pq.read_table(rel), pq.read_table(fresh), "analysed again")
+
+
+def _hash(path: str) -> str:
+    """sha256 of a file; a large one says so on stderr first and after, with its rate."""
+    size = Path(path).stat().st_size
+    if size < LARGE_FILE:
+        return sha256_file(path)
+    print(f"residency verify: re-hashing {path} ({size / 2**30:.1f} GiB)", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    got = sha256_file(path)
+    dt = max(time.monotonic() - t0, 1e-9)
+    print(f"residency verify: {path}: hashed in {dt:.0f} s ({size / dt / 2**20:.0f} MiB/s)", file=sys.stderr)
+    return got
 
 
 def runs_intact(rows: pa.Table) -> list[str]:

@@ -123,9 +123,19 @@ def _deep(doc: dict, root: Path, checker, model: str | None = None) -> list[str]
         for inp in doc["inputs"]:
             if inp["path"].endswith(".parquet"):
                 found += [p for p in checker.table(inp["path"]) if p not in found]
+    found = found or _scope_bytes(doc, checker)  # tables that hold, down to the bytes they name
     if found:  # the inputs are not what the runs give: replaying them would prove nothing more
         return found
     return replay(doc["id"], root, model)
+
+
+def _scope_bytes(doc: dict, checker) -> list[str]:
+    """The model or region digest(s) the scope names must be among the files the deep check
+    re-hashed (through the inputs' lineage): a scope whose bytes nothing reached is named."""
+    named = (doc.get("scope") or {}).get("model_sha256")
+    named = [named] if isinstance(named, str) else list(named or [])
+    return [f"scope names model sha256 {sha[:16]}, but no input's lineage names a file with those bytes"
+            for sha in named if sha not in checker.hashed()]
 
 
 def ledger_problems(root: Path, model: str | None = None) -> list[str]:
