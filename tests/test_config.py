@@ -79,3 +79,42 @@ def test_cli_and_snakemake_reject_bad_config(tmp_path):
 def test_missing_config_file(tmp_path):
     with pytest.raises(config.ConfigError, match="file not found"):
         config.load(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("path, text, want", [
+    (("pager_model", "ratios", 0), "0.45", 0.45),        # a number
+    (("pager_synthetic", "passes"), "3", 3),             # an integer
+    (("pager_synthetic", "eager_reconcile"), "true", True),  # a boolean
+])
+def test_strings_from_the_command_line_reach_the_schema_as_what_they_spell(path, text, want):
+    c = default()
+    node = c
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = text
+    assert config.validate(c) is c
+    assert node[path[-1]] == want and type(node[path[-1]]) is type(want)
+
+
+@pytest.mark.parametrize("path, text", [
+    (("pager_synthetic", "passes"), "true"),      # a boolean is not an integer
+    (("pager_synthetic", "passes"), "2.5"),       # nor a fraction
+    (("pager_synthetic", "eager_reconcile"), "1"),  # an integer is not a boolean
+    (("pager_model", "ratios", 0), "half"),
+])
+def test_a_string_that_spells_no_such_value_is_still_refused_in_one_line(path, text):
+    c = default()
+    node = c
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = text
+    with pytest.raises(config.ConfigError) as exc:
+        config.validate(c)
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("config error: " + ".".join(map(str, path[:2])))
+
+
+def test_a_numeric_config_override_works_on_the_command_line():
+    smk = subprocess.run([sys.executable, "-m", "snakemake", "-n", "figures", "--cores", "1", "--config",
+                          'pager_model={"ratios": [0.5]}'], capture_output=True, text=True, cwd=ROOT)
+    assert "is not of type" not in smk.stdout + smk.stderr, smk.stderr[-2000:]
+    assert smk.returncode == 0, smk.stderr[-2000:]

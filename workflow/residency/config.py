@@ -44,7 +44,9 @@ def _one_line(err: jsonschema.ValidationError) -> str:
 
 
 def validate(config: dict, schema: dict | None = None) -> dict:
-    """Return `config` unchanged if valid; raise ConfigError (one line) otherwise."""
+    """Return `config` if valid, with any string where the schema wants a number or a
+    boolean coerced in place (Snakemake's `--config` hands nested values over as strings);
+    raise ConfigError (one line) otherwise."""
     schema = schema or load_schema()
     if "model" in (config.get("pager_model") or {}):
         raise ConfigError("config error: pager_model.model: now pager_model.models, a list whose first entry is "
@@ -53,12 +55,36 @@ def validate(config: dict, schema: dict | None = None) -> dict:
         raise ConfigError("config error: matched_source.reserve_bytes: no longer a setting: R_policy is the calibrated "
                           "reserve R = O + margin (harness.overhead_margin); remove the key")
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
-    if errors:
-        best = jsonschema.exceptions.best_match(errors) or errors[0]
-        raise ConfigError(_one_line(best).replace("\n", " "))
+    while (errors := sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))):
+        if not any([_coerce(config, e) for e in errors]):  # a list: every coercible value in one pass
+            best = jsonschema.exceptions.best_match(errors) or errors[0]
+            raise ConfigError(_one_line(best).replace("\n", " "))
     _cross_check(config)
     return config
+
+
+SCALARS = {"number": (int, float), "integer": (int,), "boolean": (bool,)}
+
+
+def _coerce(config: dict, err: jsonschema.ValidationError) -> bool:
+    """Replace the string `err` is about by the number or boolean it spells, when the schema
+    wants one (`--config 'pager_model={"ratios": [0.5]}'` gives '0.5'); True if it did."""
+    wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+    if err.validator != "type" or not isinstance(err.instance, str) or not err.absolute_path:
+        return False
+    try:
+        value = yaml.safe_load(err.instance)
+    except yaml.YAMLError:
+        return False
+    ok = tuple(t for w in wanted for t in SCALARS.get(w, ()))
+    if not ok or isinstance(value, bool) != (bool in ok) or not isinstance(value, ok):
+        return False  # bool is an int to Python: "true" is not an integer, 1 is not a boolean
+    *parents, last = err.absolute_path
+    node = config
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return True
 
 
 def _cross_check(config: dict) -> None:
