@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 from residency import cells as residency_cells  # noqa: E402
 from residency import config as residency_config  # noqa: E402
+from residency import locks as residency_locks  # noqa: E402
 
 configfile: "config/config.yaml"
 
@@ -31,6 +32,10 @@ try:
     residency_config.validate(config)
 except residency_config.ConfigError as exc:
     sys.exit(str(exc))
+# A lock a killed run left: said in one line with its fix, before Snakemake's own
+# "Another Snakemake instance is running", which is not so (a held lock is not touched).
+if (stale := residency_locks.stale_note(".")) is not None:
+    print(stale, file=sys.stderr)
 # A configured user GGUF that is not there stops here, in one line (never "nothing to do").
 if (missing := residency_cells.missing_model(config)) is not None:
     sys.exit(missing)
@@ -87,7 +92,9 @@ onstart:
     # One line per finished run cell: study, cells done of all, the time left (residency.progress).
     from residency import progress
 
-    progress.watch(progress.study_runs(config))
+    # Only the cells this invocation's DAG will run (its needrun jobs' outputs).
+    to_run = {str(f) for job in workflow.dag.needrun_jobs() for f in job.output}
+    progress.watch(progress.requested(progress.study_runs(config), to_run), to_run=True)
 
 
 onsuccess:

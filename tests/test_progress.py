@@ -4,9 +4,10 @@ estimate measured from the cells finished in this session."""
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, snakemake, tiny_workdir
 from residency import progress
 
 
@@ -81,3 +82,37 @@ def test_summary_says_where_the_time_went(tmp_path):
     lines = progress.summary(studies, root=tmp_path)
     assert lines == ["time: a: 2 cells, 15 s in the engine", "time: b: 1 cells, 30 s in the engine",
                      "time: all cells: 1.5 min from the first cell's start to the last one's end, 45 s of it outside the engine"]
+
+
+def test_only_the_requested_cells_are_counted_and_a_stale_one_counts_once_rewritten(tmp_path):
+    studies = {"a": ["a/1", "a/2", "a/3"], "b": ["b/1"], "c": ["c/1"]}
+    _finish(tmp_path, "a/1", 5.0)  # a stale output its job will write again
+    _finish(tmp_path, "c/1", 5.0)  # done and not requested
+    want = progress.requested(studies, {"a/1", "a/2", "b/1", "x/other-output"})
+    assert want == {"a": ["a/1", "a/2"], "b": ["b/1"]}
+    t = progress.Tracker(want, root=tmp_path, started=0.0, to_run=True)
+    assert t.line(now=1.0).startswith("progress: cells done: a 0/2, b 0/1;")
+    assert not t.poll()  # a/1 is still the stale file
+    (tmp_path / "a" / "1").unlink()  # Snakemake removes a job's outputs before it runs
+    assert not t.poll()
+    _finish(tmp_path, "a/1", 3.0)
+    assert t.poll() and t.line(now=4.0).startswith("progress: cells done: a 1/2, b 0/1; now a;")
+
+
+@pytest.mark.integration
+def test_every_cell_the_line_counts_is_a_job_output_and_a_target_needs_only_its_own(tmp_path):
+    """The names requested() matches against are the jobs' outputs (a dry run lists them):
+    every cell of every study is one, and claims/P1.json alone needs no real-model cell."""
+    work = tiny_workdir(tmp_path)
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+
+    def outputs(*targets):
+        p = snakemake(work, "-n", "--cores", "1", *targets)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return {w for ln in p.stdout.splitlines() if ln.strip().startswith("output:")
+                for w in ln.split(":", 1)[1].replace(",", " ").split()}
+
+    studies = progress.study_runs(cfg)
+    assert progress.requested(studies, outputs("figures")) == {s: r for s, r in studies.items() if r}
+    alone = progress.requested(studies, outputs("claims/P1.json"))
+    assert set(alone) == {"pager_synthetic"} and alone["pager_synthetic"] == studies["pager_synthetic"], alone.keys()

@@ -36,6 +36,21 @@ def _cmd_validate(a) -> int:
     return 0
 
 
+def _cmd_unlock(a) -> int:
+    from . import locks
+
+    what, pids = locks.clear_stale(a.dir)
+    where = Path(a.dir).resolve()
+    if what == "held":
+        print(f"residency unlock: {where} is locked by a running Snakemake (pid {', '.join(map(str, pids))}): "
+              "left alone", file=sys.stderr)
+        return 1
+    if what == "stale" or not a.if_stale:
+        print(f"residency unlock: {where}: " + ("removed a stale lock (no Snakemake process runs there)"
+                                                if what == "stale" else "not locked"), file=sys.stderr)
+    return 0
+
+
 def _cmd_machine(a) -> int:
     from . import atomic, machine
 
@@ -345,6 +360,11 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("validate-config", help="check a config file against the schema")
     s.add_argument("config")
     s.set_defaults(func=_cmd_validate)
+
+    s = sub.add_parser("unlock", help="remove a Snakemake lock that no live run holds (one a killed run left)")
+    s.add_argument("--dir", default=".", help="the working directory (default: here)")
+    s.add_argument("--if-stale", action="store_true", help="say nothing when there is no lock (make figures)")
+    s.set_defaults(func=_cmd_unlock)
 
     s = sub.add_parser("machine", help="record the machine identity")
     s.add_argument("--out", required=True)

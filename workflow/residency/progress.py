@@ -47,6 +47,23 @@ def _pm_runs(view: dict) -> list[str]:
             + cells.pm_roofline_runs(view))
 
 
+def requested(studies: dict[str, list[str]], outputs) -> dict[str, list[str]]:
+    """The cells the requested targets' DAG will run (`outputs`: the outputs of its jobs that
+    need to run), per study; a study with none is left out, so `snakemake claims/P7.json`
+    counts and estimates only the cells P7 needs."""
+    outputs = {str(o) for o in outputs}
+    kept = {study: [r for r in runs if r in outputs] for study, runs in studies.items()}
+    return {study: runs for study, runs in kept.items() if runs}
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def _wall_s(path: Path) -> float:
     try:
         return float(json.loads(path.read_text()).get("wall_s") or 0.0)
@@ -64,10 +81,16 @@ class Tracker:
     seen: dict[str, set] = field(default_factory=dict)  # study -> cells done before we started
     fresh: dict[str, list[float]] = field(default_factory=dict)  # study -> engine walls of cells done since
     current: str | None = None
+    # True: every listed cell is to run now (requested()); one whose file exists at the start
+    # (a stale output) counts as done only once the run has written it anew.
+    to_run: bool = False
+    before: dict[str, tuple | None] = field(default_factory=dict)
 
     def __post_init__(self):
         for study, runs in self.studies.items():
-            self.seen[study] = {r for r in runs if (self.root / r).exists()}
+            if self.to_run:
+                self.before.update({r: _stamp(self.root / r) for r in runs})
+            self.seen[study] = set() if self.to_run else {r for r in runs if (self.root / r).exists()}
             self.fresh[study] = []
 
     def poll(self) -> bool:
@@ -75,7 +98,8 @@ class Tracker:
         changed = False
         for study, runs in self.studies.items():
             for r in runs:
-                if r not in self.seen[study] and (self.root / r).exists():
+                stamp = _stamp(self.root / r)
+                if r not in self.seen[study] and stamp is not None and stamp != self.before.get(r):
                     self.seen[study].add(r)
                     self.fresh[study].append(_wall_s(self.root / r))
                     self.current, changed = study, True
@@ -147,12 +171,13 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def watch(studies: dict[str, list[str]], interval_s: float = 5.0, stream=sys.stderr) -> threading.Thread:
+def watch(studies: dict[str, list[str]], interval_s: float = 5.0, stream=sys.stderr,
+          to_run: bool = False) -> threading.Thread:
     """A daemon thread printing the progress line whenever a cell finishes (at most every
     interval_s): started by the Snakefile's onstart, so `make figures` and a plain
     `snakemake` both show it, and silent in a run that finishes no cell (a build); it dies
     with Snakemake."""
-    tracker = Tracker(studies)
+    tracker = Tracker(studies, to_run=to_run)
 
     def loop():
         while True:
