@@ -19,6 +19,8 @@ rule engine:
         # The real path: a working directory whose engine/ is a link (the tests') must not
         # leave a shared build dir configured against a path that goes away with it.
         src=str(Path("engine").resolve()),
+        # CMake after clearing a cache configured for another path (a moved or copied checkout).
+        configure=str(Path(workflow.basedir) / "workflow" / "scripts" / "cmake-configure.sh"),
         build_dir=lambda w, output: str(Path(output[0]).parent),
         build_type=config["engine"]["build_type"],
         llama_prefix=lambda w, input: str(Path(input.llama).parent.resolve()),
@@ -27,7 +29,7 @@ rule engine:
     conda:
         CONDA_ENV
     shell:
-        "(cmake -S {params.src:q} -B {params.build_dir:q} -DCMAKE_BUILD_TYPE={params.build_type:q}"
+        "({params.configure:q} {params.src:q} {params.build_dir:q} -DCMAKE_BUILD_TYPE={params.build_type:q}"
         " -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH={params.llama_prefix:q}"
         " && cmake --build {params.build_dir:q} --target residctl -j2) > {log:q} 2>&1"
 
