@@ -28,6 +28,7 @@ no NVML or no GPU. `host.mem_total_bytes` is the Linux-visible host memory (MemT
 from __future__ import annotations
 
 import contextlib
+import errno
 import datetime as _dt
 import os
 import shutil
@@ -334,6 +335,31 @@ def pressure_from(args, extra: dict) -> Pressure | None:
     return Pressure(high_bytes=high, swap_bytes=args.swap_bytes, swap_dir=args.swap_dir)
 
 
+ENVIRONMENT_HINTS = {
+    errno.ENOSPC: "the filesystem is full: free space there (or point results/ elsewhere) and rerun",
+    errno.EDQUOT: "the disk quota is spent: free space there and rerun",
+    errno.EROFS: "the filesystem is read-only: make the results directory writable and rerun",
+    errno.EACCES: "permission denied: make the results directory writable by this user and rerun",
+    errno.EPERM: "not permitted: make the results directory writable by this user and rerun",
+    errno.ENOENT: "it vanished during the run (removed by something else): rerun the cell",
+}
+
+
+def environment_line(exc: OSError, out: Path) -> str:
+    """One line for an OSError the machine caused: the path (the run directory `out` when
+    the error names none, as a failed write does), what happened, what to do."""
+    where = exc.filename or out
+    hint = ENVIRONMENT_HINTS.get(exc.errno, "rerun the cell once it is fixed")
+    return f"{where}: {exc.strerror or exc}; {hint}"
+
+
+def _remove_partials(out: Path) -> None:
+    """Temporary files of writes that did not finish (the engine's and ours): nothing final
+    was written half (every write is atomic), and nothing half-written stays."""
+    for p in [*out.glob("*.tmp"), *out.glob(".*.tmp")] if out.is_dir() else []:
+        p.unlink(missing_ok=True)
+
+
 def main_run(args) -> int:
     try:
         limit, extra = limit_from(args.budget_bytes, args.overhead, args.limit_bytes)
@@ -345,6 +371,10 @@ def main_run(args) -> int:
                   gpu_interval_s=args.gpu_interval_s)
     except HarnessError as exc:
         print(f"residency run: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the machine, not the cell: a full or read-only disk, a vanished directory
+        print(f"residency run: error: {environment_line(exc, Path(args.out))}", file=sys.stderr)
+        _remove_partials(Path(args.out))
         return 2
     host = rec["host"]
     cg = host["cgroup"] or {}

@@ -196,7 +196,20 @@ std::string GenerateRun::logits_sums(const std::vector<std::string>& row_sha) {
   return sums;
 }
 
+// A write that fails (a full disk) throws after dropping the partial logits, so the run
+// directory holds no .tmp file; the engine's error names the file and the errno.
 void GenerateRun::write_outputs(const std::string& error, bool with_generation) {
+  try {
+    write_outputs_or_throw(error, with_generation);
+  } catch (...) {
+    if (logits_fd_ >= 0) ::close(logits_fd_);
+    logits_fd_ = -1;
+    if (!logits_tmp_.empty()) ::unlink(logits_tmp_.c_str());
+    throw;
+  }
+}
+
+void GenerateRun::write_outputs_or_throw(const std::string& error, bool with_generation) {
   const auto replace = nlohmann::json::error_handler_t::replace;
   write_file_atomic(a_.out + "/objects.json", m_.to_json().dump(2, ' ', false, replace) + "\n");
   write_file_atomic(a_.out + "/demand.json", observer_.demand().to_json().dump(1, ' ', false, replace) + "\n");

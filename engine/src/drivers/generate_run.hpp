@@ -167,6 +167,7 @@ class GenerateRun final : public StepListener {
   nlohmann::json consumer_json() const;
   nlohmann::json destination_json() const;
   void write_outputs(const std::string& error, bool with_generation);
+  void write_outputs_or_throw(const std::string& error, bool with_generation);
   // tokens.json's bytes and logits.sha256's (one line per row), for a request's tokens/rows.
   std::string tokens_file(const std::vector<llama_token>& tokens, const std::string& text) const;
   static std::string logits_sums(const std::vector<std::string>& row_sha);
