@@ -18,9 +18,9 @@ from conftest import ROOT
 
 # harness.overhead_margin added (every run's digest); matched_source.ratio 0.244, reserve_bytes gone;
 # pager_model.chunk_bytes 512 KiB, huge_chunks off
-PS_DIGEST = "9a849c5cca605b8715f7c749003bb3d59d380f385d32de7b901e93eccc14214b"
-PM_DIGEST = "22eb5b6af5b25120c63ebdc444b1d3492e87abc5038843a96d4d534011603969"
-MS_DIGEST = "e05a6cbecbce31f223872216dc555226edbad713a295d230ff3fcaa5bc4b56a4"
+PS_DIGEST = "8dfd8947b5781d93d80073607976606e970a4b88eec9972e26a00953fe282e58"
+PM_DIGEST = "32d132cb7a92ab390c97e418705d47b0b4f7a3bec690a86b555f64ae7741e7a4"
+MS_DIGEST = "f79012ac077a5c0c08ecc41d6cd8a7a2e79852c628e99882ec839790e79f07b5"
 REGION = "results/regions/synthetic-134217728-s1.bin"
 REGION_DIGESTS = f"--content-digests {REGION}.chunks-2097152.json"
 MODEL_DIGESTS = "--content-digests results/models/SmolLM2-135M-Instruct.Q4_1.chunks-524288.json"

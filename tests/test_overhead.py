@@ -72,3 +72,16 @@ def test_a_calibration_record_without_a_reserve_is_refused(tmp_path):
     old.write_text(json.dumps({"overhead_bytes": MiB}))
     with pytest.raises(harness.HarnessError, match="without reserve_bytes"):
         harness.limit_from(MiB, str(old), None)
+
+
+def test_the_margin_widens_with_the_spread_of_an_arms_repetitions(tmp_path):
+    # Arm D's three reps leave 30, 26 and 34 MiB (a spread of 8 MiB); arm A's two leave 9 and 9.
+    runs = [_run(tmp_path, f"d{k}", 2 * MiB + o * MiB, _pager(0)) for k, o in enumerate((30, 26, 34))]
+    runs += [_run(tmp_path, f"a{k}", 49 * MiB, {"subcommand": "generate", "arm": "kernel-mmap",
+                                                "model": {"bytes": 40 * MiB}}) for k in range(2)]
+    rec = overhead.calibrate(runs, tmp_path / "o.json", margin=0.1, margin_min_bytes=MiB, spread_factor=3)
+    assert (rec["overhead_bytes"], rec["spread_bytes"], rec["spread_margin_bytes"]) == (34 * MiB, 8 * MiB, 24 * MiB)
+    assert rec["reserve_bytes"] == 34 * MiB + 24 * MiB  # 3 x spread beats 10 % of O and the floor
+    quiet = overhead.calibrate(runs[:1] + runs[3:], tmp_path / "q.json", margin=0.1, margin_min_bytes=MiB,
+                               spread_factor=3)
+    assert quiet["spread_bytes"] == 0 and quiet["reserve_bytes"] == 30 * MiB + 3 * MiB  # one rep each: no spread

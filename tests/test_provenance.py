@@ -96,7 +96,7 @@ def test_switching_the_model_remakes_the_claim(work):
 def test_a_setting_a_run_depends_on_remakes_the_runs_and_the_claim(work):
     jobs = planned(with_config(work, lambda c: c["pager_model"].update(tokens=5)))
     assert (jobs["pager_model_cell"], jobs["pager_model_baseline"], jobs["claim"]) == (2, 1, 1)
-    jobs = planned(with_config(work, lambda c: c["harness"].update(overhead_reps=2)))
+    jobs = planned(with_config(work, lambda c: c["harness"].update(overhead_reps=4)))
     assert jobs["pager_model_overhead"] == 1 and jobs["claim"] == 1
     # a setting P11's runs do not depend on
     assert planned(with_config(work, lambda c: c["matched_source"].update(depth=7))) == {}

@@ -43,7 +43,8 @@ def run_dir(output) -> str:
 def overhead_margin_flags(config: dict) -> list[str]:
     """`residency overhead` flags: the margin that makes the calibrated O a reserve R."""
     h = config["harness"]
-    return opts(margin=h["overhead_margin"], margin_min_bytes=h["overhead_margin_min_bytes"])
+    return opts(margin=h["overhead_margin"], margin_min_bytes=h["overhead_margin_min_bytes"],
+                spread_factor=h["overhead_spread_factor"])
 
 
 def run_dirs(records) -> list[str]:

@@ -22,7 +22,7 @@ def _cmd_run(a) -> int:
 def _cmd_overhead(a) -> int:
     from . import overhead
 
-    rec = overhead.calibrate(a.run_dirs, a.out, a.margin, a.margin_min_bytes)
+    rec = overhead.calibrate(a.run_dirs, a.out, a.margin, a.margin_min_bytes, a.spread_factor)
     print(f"residency overhead: O = {rec['overhead_bytes']} bytes ({rec['method']}), reserve R = "
           f"{rec['reserve_bytes']} bytes", file=sys.stderr)
     return 0
@@ -354,6 +354,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--margin", type=float, default=0.0, help="R = O + max(margin x O, --margin-min-bytes)")
     s.add_argument("--margin-min-bytes", type=int, default=0, help="the least margin, bytes")
+    s.add_argument("--spread-factor", type=float, default=0.0,
+                   help="the margin is at least this x the widest spread of one arm's calibration runs")
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_overhead)
 

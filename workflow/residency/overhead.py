@@ -8,11 +8,14 @@ What an arm holds on the weight side (the pager's windows, page-table reserve an
 most chunks it had resident; for llama.cpp's own mapping the whole model file) is
 subtracted from its peak; O is the highest remainder over arms and repetitions.
 
-The reserve R = O + max(margin x O, margin_min_bytes) is what a cell's host limit grants
-beside its weights: every arm's limit is r * T_repr + R, the same for all arms. The margin
-(config harness.overhead_margin, harness.overhead_margin_min_bytes) is there because a run
-may need a few pages more than its calibration saw (a page of the binary's text charged
-late, a larger transient buffer): a limit at exactly the calibrated peak kills such a run.
+The reserve R = O + max(margin x O, margin_min_bytes, spread_factor x spread) is what a
+cell's host limit grants beside its weights: every arm's limit is r * T_repr + R, the same
+for all arms. The margin (config harness.overhead_margin, overhead_margin_min_bytes,
+overhead_spread_factor) is there because a run may need a few pages more than its
+calibration saw (a page of the binary's text charged late, a larger transient buffer): a
+limit at exactly the calibrated peak kills such a run. The spread is measured: the widest
+range (max - min) of one arm's remainders over its repetitions (at least 3), so a machine
+whose runs vary more gets the wider margin its own calibration shows.
 R is also the declared reserve R_policy of eq. 1 (reference 004 §2.1): the state a run needs
 beside its weights, at least what the calibration measured. Without a cgroup the process's
 own high-water RSS (getrusage) stands in, and the record says so.
@@ -47,12 +50,21 @@ def _prepaid(run: dict) -> int:
     return prepaid
 
 
-def reserve(overhead_bytes: int, margin: float, margin_min_bytes: int) -> int:
-    """R: the calibrated O and its margin (the larger of margin x O and margin_min_bytes)."""
-    return overhead_bytes + max(int(-(-overhead_bytes * margin // 1)), int(margin_min_bytes))
+def reserve(overhead_bytes: int, margin: float, margin_min_bytes: int, spread_margin: int = 0) -> int:
+    """R: the calibrated O and its margin (the largest of margin x O, margin_min_bytes and
+    the spread's margin)."""
+    return overhead_bytes + max(int(-(-overhead_bytes * margin // 1)), int(margin_min_bytes), int(spread_margin))
 
 
-def calibrate(run_dirs, out, margin: float = 0.0, margin_min_bytes: int = 0) -> dict:
+def spread(samples: list[dict]) -> int:
+    """The widest range of one arm's remainders over its repetitions (0 with one each)."""
+    by_arm: dict = {}
+    for s in samples:
+        by_arm.setdefault(s["arm"], []).append(s["bytes"])
+    return max(max(v) - min(v) for v in by_arm.values())
+
+
+def calibrate(run_dirs, out, margin: float = 0.0, margin_min_bytes: int = 0, spread_factor: float = 0.0) -> dict:
     samples = []
     for d in map(Path, run_dirs):
         h = json.loads((d / "harness.json").read_text())
@@ -70,12 +82,16 @@ def calibrate(run_dirs, out, margin: float = 0.0, margin_min_bytes: int = 0) -> 
     if not samples:
         raise CalibrationError("no calibration runs given")
     methods = sorted({s["method"] for s in samples})
-    o = max(s["bytes"] for s in samples)
+    o, width = max(s["bytes"] for s in samples), spread(samples)
+    spread_margin = int(-(-width * spread_factor // 1))
     rec = {
         "overhead_bytes": o,
         "margin": margin,
         "margin_min_bytes": int(margin_min_bytes),
-        "reserve_bytes": reserve(o, margin, margin_min_bytes),
+        "spread_bytes": width,
+        "spread_factor": spread_factor,
+        "spread_margin_bytes": spread_margin,
+        "reserve_bytes": reserve(o, margin, margin_min_bytes, spread_margin),
         "method": "+".join(methods),
         "samples": samples,
     }
