@@ -125,9 +125,11 @@ test-python: venv browser
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
 
-# Accept a deliberate change of the synthetic study's counts: regenerate its table at the fixed
-# config of tests/golden/config.yaml and write its deterministic part to tests/golden/ (commit it).
-golden: venv llama
+# Accept a deliberate change of the paper tables: regenerate the synthetic study's table at the
+# fixed config of tests/golden/config.yaml and every other one by the tiny campaign of the
+# integration tests (with the engine build `make test` uses), and write each table's
+# deterministic part to tests/golden/ (commit them).
+golden: venv engine-test-build
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/golden_tables.py --update
 
 # A real single-host SLURM cluster (Debian's slurm-wlm, slurmdbd, munge, MariaDB; started
