@@ -233,20 +233,13 @@ CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 SCHEMA = config.load_schema()
 
 
-# A finding of the file property (config.py, not this change's to fix): load raises
-# UnicodeDecodeError, not ConfigError, for a file that is not UTF-8 (b"\x80"). Strict xfail,
-# seeded: once load says ConfigError for it, the property XPASSes and fails, and the marker goes.
-CONFIG_LOAD_FINDING = pytest.mark.xfail(strict=True, reason="config.load: a non-UTF-8 file raises UnicodeDecodeError")
-
-
 @FUZZ
 @given(mutated(CONFIG).filter(lambda d: isinstance(d, dict)))  # a mapping: load's check before validate
 def test_config_validation_accepts_or_names_the_key(doc):
     clean((config.ConfigError,), config.validate, doc, SCHEMA)
 
 
-@CONFIG_LOAD_FINDING
-@settings(FUZZ, derandomize=True)
+@settings(FUZZ, derandomize=True)  # found: a non-UTF-8 file raised UnicodeDecodeError (now ConfigError)
 @given(st.binary(max_size=200) | json_text(CONFIG).map(str.encode))
 def test_config_file_loads_or_names_the_problem(raw):
     with tempfile.TemporaryDirectory() as d:

@@ -159,6 +159,10 @@ def load(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config error: file not found: {path}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config error: {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config error: {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise ConfigError(f"config error: {path}: cannot be read ({exc.strerror})") from None
     if not isinstance(config, dict):
         raise ConfigError(f"config error: {path}: the top level must be a mapping")
     return validate(config)
