@@ -40,6 +40,7 @@ ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESI
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
+	@$(BIN)/residency unlock --if-stale  # a lock a killed run left is removed; a live run's stops here
 	$(SNAKE) --cores 2 engine $(CONFIG_FLAG)
 	$(SNAKE) --cores $(CORES) figures $(CONFIG_FLAG)
 
@@ -86,7 +87,7 @@ clang:
 # executions and findings; any finding fails. `make test` runs each FUZZ_TEST_SECONDS.
 fuzz-build: sysdeps clang llama
 	@$(FUZZ_CXX_OK) || { echo "fuzz: no clang with libFuzzer (sudo apt-get install -y clang libclang-rt-14-dev)" >&2; exit 1; }
-	cmake -S engine -B $(BUILD_FUZZ) -DRESID_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Fuzz \
+	workflow/scripts/cmake-configure.sh engine $(BUILD_FUZZ) -DRESID_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Fuzz \
 	  -DRESID_LLAMA_PREFIX=$(LLAMA_PREFIX) >/dev/null
 	cmake --build $(BUILD_FUZZ) -j2
 
@@ -101,21 +102,21 @@ llama: sysdeps venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llama
 
 engine-test-build: sysdeps llama
-	cmake -S engine -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release $(ENGINE_FLAGS) >/dev/null
+	workflow/scripts/cmake-configure.sh engine $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_TEST) -j2
 
 test-engine-release: engine-test-build
 	cd $(BUILD_TEST) && ctest --output-on-failure
 
 test-engine-asan: sysdeps llama
-	cmake -S engine -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=address,undefined $(ENGINE_FLAGS) >/dev/null
+	workflow/scripts/cmake-configure.sh engine $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=address,undefined $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_ASAN) -j2
 	cd $(BUILD_ASAN) && ctest --output-on-failure
 
 # ThreadSanitizer without llama.cpp: ggml's thread pool is not instrumented, so TSan would
 # report its synchronisation as races; every engine test that does not run llama.cpp runs here.
 test-engine-tsan: sysdeps
-	cmake -S engine -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=thread -DRESID_WITH_LLAMA=OFF >/dev/null
+	workflow/scripts/cmake-configure.sh engine $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESID_SANITIZE=thread -DRESID_WITH_LLAMA=OFF >/dev/null
 	cmake --build $(BUILD_TSAN) -j2
 	cd $(BUILD_TSAN) && ctest --output-on-failure
 
