@@ -38,6 +38,21 @@ std::optional<int> suffix_int(const char* name, const char* prefix) {
   return v;
 }
 
+// A graph plan's integer `key` of `j`, in [lo, hi]. InputError otherwise: a float or an
+// out-of-range number would be converted with undefined behaviour (found by the graph_plan
+// fuzz target: an occurrence of 1e66).
+int64_t plan_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi) {
+  const nlohmann::json& v = j.at(key);
+  const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                         : v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!ok)
+    throw InputError("--graph-plan: \"" + std::string(key) + "\" is " + v.dump() + ", not an integer from " +
+                     std::to_string(lo) + " to " + std::to_string(hi));
+  return v.get<int64_t>();
+}
+
+uint32_t plan_occurrence(const nlohmann::json& j) { return static_cast<uint32_t>(plan_int(j, "occurrence", 0, UINT32_MAX)); }
+
 }  // namespace
 
 GgufSummary read_gguf(const std::string& path) {
@@ -371,11 +386,11 @@ void EvalObserver::load_plans(const nlohmann::json& j) {
   for (const auto& s : j.at("shapes")) {
     ShapePlan plan;
     for (const auto& b : s.at("boundaries"))
-      plan.boundaries.push_back({b.at("node").get<std::string>(), b.at("occurrence").get<uint32_t>(), object_of(b)});
+      plan.boundaries.push_back({b.at("node").get<std::string>(), plan_occurrence(b), object_of(b)});
     if (tensor_signals_ && !s.contains("releases"))
       throw InputError("--graph-plan has no release nodes (it was written without --consumption tensor)");
     for (const auto& r : s.value("releases", nlohmann::json::array())) {
-      Release rel{r.at("node").get<std::string>(), r.at("occurrence").get<uint32_t>(), object_of(r), {}};
+      Release rel{r.at("node").get<std::string>(), plan_occurrence(r), object_of(r), {}};
       for (const auto& n : r.at("tensors")) {
         const auto it = tensor.find(n.get<std::string>());
         if (it == tensor.end() || !m_.object_has_tensor(rel.object, it->second))
@@ -387,7 +402,7 @@ void EvalObserver::load_plans(const nlohmann::json& j) {
     }
     for (const auto& n : s.value("read_order", nlohmann::json::array()))
       if (const auto it = tensor.find(n.get<std::string>()); it != tensor.end()) plan.read_order.push_back(it->second);
-    plans_[s.at("tokens").get<int64_t>()] = std::move(plan);
+    plans_[plan_int(s, "tokens", INT64_MIN, INT64_MAX)] = std::move(plan);
   }
 }
 

@@ -1424,3 +1424,41 @@ TEST(GenerateIdentity, ConsumerAndDestinationRecordsCompareStructurally) {
   EXPECT_EQ(by_name.at("blk.1.ffn_gate_inp.weight")["read"], nlohmann::json::array({"whole"}));
   EXPECT_EQ(by_name.at("output.weight")["read"], nlohmann::json::array({"whole"}));
 }
+
+// --graph-plan's numbers: an occurrence or a token count that is no integer in range is bad
+// input, not a float converted with undefined behaviour (the graph_plan fuzz target found an
+// occurrence of 1e66; engine/fuzz/).
+TEST(EvalObserver, GraphPlanNumbersOutOfRangeAreInputErrors) {
+  std::vector<TensorInfo> ts;
+  uint64_t off = 4096;
+  for (const char* n : {"token_embd.weight", "blk.0.attn_q.weight", "output_norm.weight", "output.weight"}) {
+    ts.push_back({n, "F32", off, 8192, {}});
+    off += 8192;
+  }
+  const Manifest m = build_manifest(ts, off, 4096, 4096);
+  struct NoListener : StepListener {
+    void pass_started(std::optional<std::vector<uint32_t>>) override {}
+    void object_entered(uint32_t) override {}
+    void routes(int, std::vector<std::vector<int32_t>>) override {}
+  } listener;
+  const auto plan = [](const nlohmann::json& occurrence, const nlohmann::json& tokens) {
+    return nlohmann::json{{"schema_version", 1},
+                          {"shapes", {{{"tokens", tokens},
+                                       {"boundaries", {{{"node", "norm-0"}, {"occurrence", occurrence},
+                                                        {"object", "layer.0"}}}}}}}}
+        .dump();
+  };
+  EvalObserver ok(m, listener);
+  EXPECT_NO_THROW(ok.load_plans_text(plan(1, 7), "p.json"));
+  EXPECT_NO_THROW(ok.load_plans_text(plan(4294967295u, -1), "p.json"));
+  for (const auto& [occurrence, tokens] : std::vector<std::pair<nlohmann::json, nlohmann::json>>{
+           {1e66, 7}, {1.5, 7}, {-1, 7}, {4294967296u, 7}, {"1", 7}, {1, 1e30}, {1, 18446744073709551615u}, {1, 2.5}}) {
+    EvalObserver o(m, listener);
+    try {
+      o.load_plans_text(plan(occurrence, tokens), "p.json");
+      ADD_FAILURE() << "accepted occurrence " << occurrence << ", tokens " << tokens;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--graph-plan"), std::string::npos) << e.what();
+    }
+  }
+}
