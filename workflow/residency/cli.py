@@ -501,7 +501,7 @@ def parser() -> argparse.ArgumentParser:
 # what it uses: `residency run`, once per cell, stays clear of scipy and pandas.
 INPUT_ERRORS = {"residency.config": "ConfigError", "residency.history": "HistoryError",
                 "residency.manifest": "ManifestError", "residency.summary": "SummaryError",
-                "residency.verify": "VerifyError"}
+                "residency.verify": "VerifyError", "residency.gather": "GatherError"}
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
