@@ -10,6 +10,7 @@ import pytest
 from residency import claims, summary
 
 from conftest import ROOT
+from fixtures import SOURCE_SHA256
 from test_claims import SETTINGS, project
 
 IDS = ("P1", "P4", "P5")
@@ -43,7 +44,7 @@ def test_render_says_each_claims_verdict_values_and_scope(tree):
     assert f"- **P4: fail.** {p4['headline']}" in text
     failed = [a for a in p4["assertions"] if a.get("why") and a["why"] in " ".join(p4["reasons"])]
     assert failed and all(f"  - does not hold: {a['why']}" in text for a in failed)
-    assert "  Scope: model synthetic cyclic-scan region (sha256 ffffffffffff), engine eeeeeeeeeeee, config " \
+    assert f"  Scope: model synthetic cyclic-scan region (sha256 {SOURCE_SHA256[:12]}), engine eeeeeeeeeeee, config " \
            "cccccccccccc. Computed on this scope: 1 (1 fail)." in text
     # Claims in the order of the studies: P before C, numerically.
     rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| P") or line.startswith("| C")]
