@@ -48,10 +48,10 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     boolean coerced in place (Snakemake's `--config` hands nested values over as strings);
     raise ConfigError (one line) otherwise."""
     schema = schema or load_schema()
-    if "model" in (config.get("pager_model") or {}):
+    if "model" in _section(config, "pager_model"):
         raise ConfigError("config error: pager_model.model: now pager_model.models, a list whose first entry is "
                           f"the primary model (models: [{config['pager_model']['model']}])")
-    if "reserve_bytes" in (config.get("matched_source") or {}):
+    if "reserve_bytes" in _section(config, "matched_source"):
         raise ConfigError("config error: matched_source.reserve_bytes: no longer a setting: R_policy is the calibrated "
                           "reserve R = O + margin (harness.overhead_margin); remove the key")
     validator = jsonschema.Draft202012Validator(schema)
@@ -61,6 +61,12 @@ def validate(config: dict, schema: dict | None = None) -> dict:
             raise ConfigError(_one_line(best).replace("\n", " "))
     _cross_check(config)
     return config
+
+
+def _section(config: dict, name: str) -> dict:
+    """The mapping `name` names, or {} when it is absent or not a mapping (the schema says so)."""
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 SCALARS = {"number": (int, float), "integer": (int,), "boolean": (bool,)}
