@@ -1,13 +1,13 @@
 """The arm vocabulary is written once (residency.arms); the config schema, the run
 records' letters and the matched campaign's source engines agree with it."""
 
-from residency import arms, config, gather
+from residency import arms, config, gather, gather_base
 
 
 def test_reference_letters():
     assert [arms.letter(a) for a in arms.PAGER_ARMS] == ["A", "C", "D", "E", "Z"]
     assert arms.letter("belady") == "?" and arms.OPT == "OPT"  # a bound, never a run arm
-    assert gather.ARM_LETTER is arms.PAGER_LETTER
+    assert gather_base.ARM_LETTER is arms.PAGER_LETTER
 
 
 def test_labels_carry_the_letter():

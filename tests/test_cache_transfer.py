@@ -10,7 +10,7 @@ import pytest
 
 from residency import cache_transfer, claims, config, lineage, trace
 from residency.arms import PAGER_LRU_K, PAGER_ZERO
-from residency.gather import table_from
+from residency.gather_studies import table_from
 from residency.gather_cache_transfer import gather_cache_transfer
 
 from fixtures import make_model_run, seal

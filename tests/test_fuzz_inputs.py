@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures import make_model_run, make_run, seal
-from residency import config, gather, gguf_synth, manifest, models, trace
+from residency import config, gather, gather_base, gguf_synth, manifest, models, trace
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,7 +158,7 @@ def test_model_inventory_reads_or_says_why(raw):
 
 # ---- run.json, harness.json, objects.json and trace.bin on gather -------------------------
 
-GATHER_ERRORS = (gather.GatherError, trace.TraceError)
+GATHER_ERRORS = (gather_base.GatherError, trace.TraceError)
 
 
 def _docs(d: Path, names) -> dict:
@@ -212,17 +212,17 @@ def test_gather_names_the_run_of_a_malformed_record(tmp_path):
     run = make_run(tmp_path, "main", "pager-lru", 0.5, 0, sealed=False)
     (run / "run.json").write_text("[1, 2]")
     seal(run)
-    with pytest.raises(gather.GatherError, match=f"^{run}/run.json: not a JSON object"):
+    with pytest.raises(gather_base.GatherError, match=f"^{run}/run.json: not a JSON object"):
         gather.pager_synthetic_table([str(run)], {"sha256": "a" * 64})
     (run / "run.json").write_text('{"counters": [1]}')
     seal(run)
-    with pytest.raises(gather.GatherError, match=f"^{run}: a run record gather cannot read .AttributeError"):
+    with pytest.raises(gather_base.GatherError, match=f"^{run}: a run record gather cannot read .AttributeError"):
         gather.pager_synthetic_table([str(run)], {"sha256": "a" * 64})
     (run / "run.json").write_text("{}")  # a failed run's record: still gathered
     seal(run)
     (run / "harness.json").write_text("{}")
     seal(run)
-    with pytest.raises(gather.GatherError, match="KeyError"):
+    with pytest.raises(gather_base.GatherError, match="KeyError"):
         gather.pager_synthetic_table([str(run)], {"sha256": "a" * 64})
     assert manifest.problems(run) == []
 

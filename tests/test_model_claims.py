@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from residency import analysis, claims, gather, verify
+from residency import analysis, claims, gather, gather_roofline, verify
 
 from fixtures import SOURCE_SHA256, make_model_run, make_roofline_run, source_file
 
@@ -53,7 +53,7 @@ def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_
     from residency import roofline
 
     cal = [make_roofline_run(runs, rep, wall_ns=ns) for rep, ns in ((1, 4_000_000), (2, 2_000_000), (3, 8_000_000))]
-    roofline.gather_roofline(cal, res / "pager_model_roofline.parquet")
+    gather_roofline.gather_roofline(cal, res / "pager_model_roofline.parquet")
     (res / "machine.json").write_text(json.dumps({"hostname": "test"}))
     (res / "probe.json").write_text(json.dumps({"userfaultfd": {"how": "syscall"}, "cgroup": {"version": 1}}))
     return tmp_path

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from residency import claims, figures, gather, manifest, roofline as rl, tables, verify
+from residency import claims, figures, gather, gather_roofline, gather_studies, manifest, roofline as rl, tables, verify
 
 from fixtures import make_roofline_run
 from test_model_claims import SETTINGS, project
@@ -69,16 +69,16 @@ def test_gather_calibration_runs(tmp_path):
     dirs = [make_roofline_run(tmp_path, 1, wall_ns=4_000_000), make_roofline_run(tmp_path, 2, wall_ns=2_000_000),
             make_roofline_run(tmp_path, 3, status="failed")]
     out = tmp_path / "roofline.parquet"
-    rl.gather_roofline(dirs, out)
+    gather_roofline.gather_roofline(dirs, out)
     df = pd.read_parquet(out)
-    assert list(df.columns) == rl.SCHEMA.names and list(df["rep"]) == [1, 2, 3]
+    assert list(df.columns) == gather_roofline.SCHEMA.names and list(df["rep"]) == [1, 2, 3]
     assert df["bandwidth_bytes_per_s"].iloc[0] == pytest.approx((8 << 20) / 4e-3)
     assert df["bandwidth_bytes_per_s"].iloc[1] == pytest.approx((8 << 20) / 2e-3)
     assert df["status"].iloc[2] == "failed" and pd.isna(df["bandwidth_bytes_per_s"].iloc[2])
     assert (df["chunk_bytes"] == MIB).all() and (df["depth"] == 1).all() and (df["reads"] == 8).all()
     assert df["manifest_sha256"].notna().all()
     # the study's lineage makes the same table again (verify --deep)
-    again = gather.table_from({"study": rl.STUDY, "run_dirs": sorted(map(str, dirs))})
+    again = gather_studies.table_from({"study": gather_roofline.STUDY, "run_dirs": sorted(map(str, dirs))})
     assert again.to_pandas().equals(df)
 
 
@@ -88,7 +88,7 @@ def test_gather_stops_on_a_calibration_changed_after_it_was_recorded(tmp_path):
     doc["wall_ns"] = 1  # a faster disk than measured
     (d / "run.json").write_text(json.dumps(doc))
     with pytest.raises(manifest.ManifestError, match="run.json"):
-        rl.gather_roofline([d], tmp_path / "roofline.parquet")
+        gather_roofline.gather_roofline([d], tmp_path / "roofline.parquet")
 
 
 @pytest.fixture

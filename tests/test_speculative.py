@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from residency import claims, config, lineage, speculative
-from residency.gather import table_from
+from residency.gather_studies import table_from
 from residency.gather_speculative import gather_speculative
 from residency.speculative import GREEDY, SPECULATIVE
 from residency.tables_appendix import authority, table9_populations

@@ -96,7 +96,7 @@ def _cmd_gather(a) -> int:
 
         t = gather_cache_transfer(a.run_dirs, a.out)
     elif a.study == "pager-model-roofline":
-        from .roofline import gather_roofline
+        from .gather_roofline import gather_roofline
 
         t = gather_roofline(a.run_dirs, a.out)
     elif a.study == "speculative":
@@ -501,7 +501,7 @@ def parser() -> argparse.ArgumentParser:
 # what it uses: `residency run`, once per cell, stays clear of scipy and pandas.
 INPUT_ERRORS = {"residency.config": "ConfigError", "residency.history": "HistoryError",
                 "residency.manifest": "ManifestError", "residency.summary": "SummaryError",
-                "residency.verify": "VerifyError", "residency.gather": "GatherError"}
+                "residency.verify": "VerifyError", "residency.gather_base": "GatherError"}
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

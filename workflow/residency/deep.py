@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import analysis, atomic, gather, lineage, manifest
+from . import analysis, atomic, gather_studies, lineage, manifest
 from .identity import sha256_file
 
 MAX_DIFFS = 3  # differing cells named per table; the rest are counted
@@ -82,7 +82,7 @@ class Deep:
             return found
         fresh = self._scratch(rel) / "gathered.parquet"
         try:
-            atomic.write_parquet(fresh, gather.table_from(lin))
+            atomic.write_parquet(fresh, gather_studies.table_from(lin))
         except (OSError, ValueError, KeyError) as exc:
             return [f"{rel}: cannot be gathered again from its run directories: {exc}"]
         return differences(rel, pq.read_table(rel), pq.read_table(fresh), "gathered again")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import gather, trace
+from . import gather_base as base
+from . import trace
 from .arms import PAGER_LRU_K, PAGER_ZERO
 from .exactness import compare
 
@@ -27,7 +28,7 @@ def pass_outcomes(run_dir: Path, run: dict) -> dict:
     """Misses and hits of the prefill pass (0) and the first decode pass (1) from trace.bin
     (None when the cell did not finish, has no trace or no decode pass)."""
     out = dict.fromkeys(("prefill_misses", "prefill_hits", "first_decode_misses", "first_decode_hits"))
-    spp = gather._int(run.get("steps_per_pass"))
+    spp = base.to_int(run.get("steps_per_pass"))
     path = run_dir / "trace.bin"
     if not spp or not path.exists() or run.get("status") != "ok":
         return out
@@ -41,15 +42,15 @@ def pass_outcomes(run_dir: Path, run: dict) -> dict:
 
 
 def cell_row(run_dir: Path) -> dict:
-    row, run, meta = gather._common(run_dir)
+    row, run, meta = base.common_row(run_dir)
     harness = json.loads((run_dir / "harness.json").read_text())
     model = (run.get("config") or {}).get("model") or (run.get("model") or {}).get("path")
     gen, cfg = run.get("generation") or {}, run.get("config") or {}
     return {"pair": int(meta["pair"]), "order": int(meta["order"]), "arm": row["arm"], "status": row["status"],
-            "error": row["error"], "policy": row["policy"], "lru_k": gather._int(cfg.get("lru_k")),
+            "error": row["error"], "policy": row["policy"], "lru_k": base.to_int(cfg.get("lru_k")),
             "source_engine": row["source_engine"], "chunk_bytes": row["chunk_bytes"], "budget_bytes": row["budget_bytes"],
-            "budget_chunks": row["budget_chunks"], "chunks": row["chunks"], "tokens": gather._int(gen.get("tokens")),
-            "prefill_ns": gather._int(gen.get("prefill_ns")), "decode_ns": gather._int(gen.get("decode_ns")),
+            "budget_chunks": row["budget_chunks"], "chunks": row["chunks"], "tokens": base.to_int(gen.get("tokens")),
+            "prefill_ns": base.to_int(gen.get("prefill_ns")), "decode_ns": base.to_int(gen.get("decode_ns")),
             "physical_bytes_read": row["physical_bytes_read"], "misses": row["misses"],
             "demand_fills": row["demand_fills"], "host_grade": row["host_grade"],
             "limit_bytes": row["limit_bytes"], "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
@@ -76,4 +77,4 @@ def cache_transfer_table(lin: dict) -> pa.Table:
 
 
 def gather_cache_transfer(run_dirs: list[str | os.PathLike], out: str) -> pa.Table:
-    return gather._write({"study": STUDY, "run_dirs": sorted(map(str, run_dirs))}, out)
+    return base.write({"study": STUDY, "run_dirs": sorted(map(str, run_dirs))}, out, cache_transfer_table)

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from . import atomic, fault_validators, lineage
+from . import fault_validators
 from . import trace as trace_mod
 from .exactness import compare, relation
-from .gather import _common, _load
+from .gather_base import common_row, load_record, write
 
 SOURCE_IDENTITY = ("engine", "windows", "depth", "window_bytes", "alignment")
 
@@ -65,7 +65,7 @@ def _exact(run_dir: Path, ref_dir: Path, run: dict, ref: dict, full: bool) -> di
 def facts(run_dir: Path, ref_dir: Path | None) -> tuple[dict, dict]:
     """(facts the validators read, the common run row) of one cell; `ref_dir`: the run its
     outputs must equal (the oracle for the control, the control otherwise; None: fatal)."""
-    row, run, meta = _common(run_dir)
+    row, run, meta = common_row(run_dir)
     cell = meta["cell"]
     cls = meta["class"]
     f = {"cell": cell, "class": cls, "status": row["status"], "fault": run.get("fault"),
@@ -74,7 +74,7 @@ def facts(run_dir: Path, ref_dir: Path | None) -> tuple[dict, dict]:
          "tokens": (run.get("generation") or {}).get("tokens") or 0, "has_tokens_file": (run_dir / "tokens.json").exists(),
          "logit_rows": _logit_rows(run_dir, run), "content_mismatches": row["content_mismatches"], "exact": None}
     if ref_dir is not None and row["status"] == "ok":
-        f["exact"] = _exact(run_dir, ref_dir, run, _load(ref_dir / "run.json") or {}, cls == "recoverable")
+        f["exact"] = _exact(run_dir, ref_dir, run, load_record(ref_dir / "run.json") or {}, cls == "recoverable")
     return f, {**row, "identity": run.get("identity") or {}, "at": (run.get("fault") or {}).get("at")}
 
 
@@ -130,11 +130,11 @@ def gather_faults(run_dirs: list[str | os.PathLike], prespecified: list[list[str
     adapters += sorted({Path(d).parent.name for d in run_dirs} - set(adapters))
     lin = {"kind": "gather", "study": "faults", "run_dirs": sorted(map(str, run_dirs)),
            "prespecified": sorted(map(list, prespecified)), "adapters": adapters}
-    return _write(faults_table(lin), lin, out)
+    return write(lin, out, faults_table)
 
 
 def warm_row(run_dir: Path, oracle_dir: Path) -> dict:
-    row, run, _ = _common(run_dir)
+    row, run, _ = common_row(run_dir)
     oracle = json.loads((oracle_dir / "tokens.json").read_text())["tokens"]
     want = hashlib.sha256(json.dumps(oracle).encode()).hexdigest()
     reqs = run.get("requests") or []
@@ -167,14 +167,9 @@ def warm_row(run_dir: Path, oracle_dir: Path) -> dict:
 
 def gather_reset_warm(run_dir: str, oracle_dir: str, out: str) -> pa.Table:
     lin = {"kind": "gather", "study": "reset-warm", "run_dirs": [str(run_dir)], "oracle": str(oracle_dir)}
-    return _write(reset_warm_table(lin), lin, out)
+    return write(lin, out, reset_warm_table)
 
 
 def reset_warm_table(lin: dict) -> pa.Table:
     return pa.Table.from_pylist([warm_row(Path(d), Path(lin["oracle"])) for d in lin["run_dirs"]])
 
-
-def _write(t: pa.Table, lin: dict, out: str) -> pa.Table:
-    t = lineage.attach(t, lin)
-    atomic.write_parquet(out, t)
-    return t

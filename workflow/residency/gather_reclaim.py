@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import gather
+from . import gather_base as base
 
 RECLAIM_COLUMNS = [
     ("protection", pa.string()),               # unprotected | protected
@@ -46,13 +46,13 @@ RECLAIM_COLUMNS = [
 
 STAT_COLUMNS = ("pgscan", "pgsteal", "workingset_refault_anon", "workingset_refault_file", "pgmajfault", "pgpgout")
 
-RECLAIM_SCHEMA = pa.schema(gather.RUN_COLUMNS + RECLAIM_COLUMNS + gather.HOST_COLUMNS + [
+RECLAIM_SCHEMA = pa.schema(base.RUN_COLUMNS + RECLAIM_COLUMNS + base.HOST_COLUMNS + [
     ("region_sha256", pa.string()),
-] + gather.PROVENANCE_COLUMNS)
+] + base.PROVENANCE_COLUMNS)
 
 
 def reclaim_row(run_dir: Path, region_sha256: str | None) -> dict:
-    row, run, meta = gather._common(run_dir)
+    row, run, meta = base.common_row(run_dir)
     harness = json.loads((run_dir / "harness.json").read_text())
     rc = harness["host"].get("reclaim") or {}
     stat, events = rc.get("stat") or {}, rc.get("events") or {}
@@ -64,21 +64,21 @@ def reclaim_row(run_dir: Path, region_sha256: str | None) -> dict:
     row.update({
         "protection": meta.get("protection"),
         "protect_on": protect.get("on"),
-        "region_locked_bytes": gather._int(protect.get("locked_bytes")),
-        "pressure_bytes": gather._int(meta.get("reclaim_high_bytes") or rc.get("high_bytes")),
+        "region_locked_bytes": base.to_int(protect.get("locked_bytes")),
+        "pressure_bytes": base.to_int(meta.get("reclaim_high_bytes") or rc.get("high_bytes")),
         "pressure_fraction": float(meta["reclaim_fraction"]) if meta.get("reclaim_fraction") else None,
-        "swap_file_bytes": gather._int((harness["host"].get("swap") or {}).get("bytes")),
-        **{c: gather._int(events.get(k)) for c, k in (("high_events", "high"), ("max_events", "max"))},
-        **{k: gather._int(stat.get(k)) for k in STAT_COLUMNS},
-        "kernel_reclaimed_bytes": gather._int(rc.get("kernel_reclaimed_bytes")),
-        "failcnt": gather._int(rc.get("failcnt")),
-        "swap_peak_bytes": gather._int(rc.get("swap_peak_bytes")),
-        "unevictable_peak_bytes": gather._int(rc.get("unevictable_peak_bytes")),
-        "samples": gather._int(rc.get("samples")),
+        "swap_file_bytes": base.to_int((harness["host"].get("swap") or {}).get("bytes")),
+        **{c: base.to_int(events.get(k)) for c, k in (("high_events", "high"), ("max_events", "max"))},
+        **{k: base.to_int(stat.get(k)) for k in STAT_COLUMNS},
+        "kernel_reclaimed_bytes": base.to_int(rc.get("kernel_reclaimed_bytes")),
+        "failcnt": base.to_int(rc.get("failcnt")),
+        "swap_peak_bytes": base.to_int(rc.get("swap_peak_bytes")),
+        "unevictable_peak_bytes": base.to_int(rc.get("unevictable_peak_bytes")),
+        "samples": base.to_int(rc.get("samples")),
         "pager_evicted_bytes": ev * row["chunk_bytes"] if ev is not None and row.get("chunk_bytes") else None,
         "kernel_lacks": "; ".join(rc.get("lacks") or []) or None,
-        "bytes_verified": gather._int(counters.get("bytes_verified")),
-        "verify_errors": gather._int(counters.get("verify_errors")),
+        "bytes_verified": base.to_int(counters.get("bytes_verified")),
+        "verify_errors": base.to_int(counters.get("verify_errors")),
         "region_sha256": region_sha256,
     })
     return row
@@ -86,13 +86,18 @@ def reclaim_row(run_dir: Path, region_sha256: str | None) -> dict:
 
 def reclaim_table(run_dirs: list[str], region: dict, llama: dict | None = None) -> pa.Table:
     rows = [reclaim_row(Path(d), region["sha256"]) for d in run_dirs]
-    gather._stamp_llama(rows, llama)
+    base.stamp_llama(rows, llama)
     return pa.Table.from_pylist(rows, schema=RECLAIM_SCHEMA)
 
 
 def gather_reclaim(run_dirs: list[str | os.PathLike], region_identity: str | os.PathLike,
                    out: str | os.PathLike, llama_identity: str | os.PathLike | None = None) -> pa.Table:
     """Write results/reclaim.parquet from the reclaim cells' run directories."""
-    return gather._write({"study": "reclaim", "run_dirs": sorted(map(str, run_dirs)),
-                          "identity": json.loads(Path(region_identity).read_text()), "oracle": None,
-                          "llama": gather._llama(llama_identity)}, out)
+    return base.write({"study": "reclaim", "run_dirs": sorted(map(str, run_dirs)),
+                       "identity": json.loads(Path(region_identity).read_text()), "oracle": None,
+                       "llama": base.llama_record(llama_identity)}, out, reclaim_from)
+
+
+def reclaim_from(lin: dict) -> pa.Table:
+    """The table a reclaim gather lineage describes (verify --deep)."""
+    return reclaim_table(lin["run_dirs"], lin["identity"], lin.get("llama"))

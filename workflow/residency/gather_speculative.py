@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import gather
+from . import gather_base as base
 from .exactness import compare
 from .speculative import GREEDY, SPECULATIVE
 
@@ -23,25 +23,25 @@ ROUNDS = ("traversals", "drafted", "accepted", "full_groups", "rows_traversed", 
 
 
 def cell_row(run_dir: Path) -> dict:
-    row, run, meta = gather._common(run_dir)
+    row, run, meta = base.common_row(run_dir)
     gen, spec = run.get("generation") or {}, run.get("speculative") or {}
     wall = (gen.get("prefill_ns") or 0) + (gen.get("decode_wall_ns") or 0)
-    tokens = gather._int(gen.get("tokens"))
+    tokens = base.to_int(gen.get("tokens"))
     out = {"cell": meta["cell"], "order": int(meta["order"]), "arm": row["arm"], "status": row["status"],
            "error": row["error"], "policy": row["policy"], "source_engine": row["source_engine"],
            "chunk_bytes": row["chunk_bytes"], "budget_bytes": row["budget_bytes"], "chunks": row["chunks"],
-           "tokens": tokens, "prompt_tokens": gather._int(gen.get("prompt_tokens")),
-           "passes": gather._int(gen.get("passes")), "prefill_ns": gather._int(gen.get("prefill_ns")),
-           "decode_ns": gather._int(gen.get("decode_ns")), "decode_wall_ns": gather._int(gen.get("decode_wall_ns")),
+           "tokens": tokens, "prompt_tokens": base.to_int(gen.get("prompt_tokens")),
+           "passes": base.to_int(gen.get("passes")), "prefill_ns": base.to_int(gen.get("prefill_ns")),
+           "decode_ns": base.to_int(gen.get("decode_ns")), "decode_wall_ns": base.to_int(gen.get("decode_wall_ns")),
            "end_to_end_tokens_per_s": tokens * 1e9 / wall if tokens and wall else None,
            "physical_bytes_read": row["physical_bytes_read"], "misses": row["misses"],
-           "draft_max": gather._int(spec.get("draft_max")),
+           "draft_max": base.to_int(spec.get("draft_max")),
            "outputs_per_traversal": spec.get("outputs_per_traversal"),
            "host_grade": row["host_grade"], "limit_bytes": row["limit_bytes"], "peak_bytes": row["peak_bytes"],
            "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
            "engine_sha256": row["engine_sha256"], "config_digest": row["config_digest"],
            "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"]}
-    return out | {k: gather._int(spec.get(k)) for k in ROUNDS}
+    return out | {k: base.to_int(spec.get(k)) for k in ROUNDS}
 
 
 def speculative_table(lin: dict) -> pa.Table:
@@ -61,5 +61,5 @@ def speculative_table(lin: dict) -> pa.Table:
 
 
 def gather_speculative(run_dirs: list[str | os.PathLike], draft_identity: str, out: str) -> pa.Table:
-    return gather._write({"study": STUDY, "run_dirs": sorted(map(str, run_dirs)),
-                          "identity": json.loads(Path(draft_identity).read_text())}, out)
+    return base.write({"study": STUDY, "run_dirs": sorted(map(str, run_dirs)),
+                       "identity": json.loads(Path(draft_identity).read_text())}, out, speculative_table)

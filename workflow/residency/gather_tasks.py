@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import tasks as tasks_mod
-from .gather import _common, _int, _write
+from .gather_base import common_row, to_int, write
 
 TASKS_SCHEMA = pa.schema([
     ("task", pa.string()),                # t00, t01, ...
@@ -81,7 +81,7 @@ def task_row(run_dir: Path, task: dict, model_identity: dict, oracle_dir: Path |
     from .exactness import compare
     from .identity import digest
 
-    common, run, meta = _common(run_dir)
+    common, run, meta = common_row(run_dir)
     harness = json.loads((run_dir / "harness.json").read_text())
     gen = run.get("generation", {})
     resp_path = run_dir / "response.txt"
@@ -95,11 +95,11 @@ def task_row(run_dir: Path, task: dict, model_identity: dict, oracle_dir: Path |
                                   "oom_kills", "engine_sha256", "config_digest", "run_dir", "manifest_sha256")}
     row.update({
         "task": task["id"], "kind": task["kind"], "role": meta.get("role"),
-        "control_index": _int(meta.get("control_index")),
+        "control_index": to_int(meta.get("control_index")),
         "reference": task["answer"], "answer": answer, "response": response,
         "f1": tasks_mod.f1(answer, task["answer"]) if ok else None,
         "exact_match": tasks_mod.exact_match(answer, task["answer"]) if ok else None,
-        "tokens": _int(gen.get("tokens")), "prompt_tokens": _int(gen.get("prompt_tokens")),
+        "tokens": to_int(gen.get("tokens")), "prompt_tokens": to_int(gen.get("prompt_tokens")),
         "tokens_sha256": digest(toks) if toks is not None else None,
         "tokens_equal_oracle": cmp.tokens_equal if cmp else None,
         "logits_equal_oracle": cmp.logits_equal if cmp else None,
@@ -130,5 +130,5 @@ def gather_tasks(run_dirs: list[str | os.PathLike], seed: int, n: int, model_ide
                  out: str | os.PathLike) -> pa.Table:
     """Write results/tasks.parquet from the task runs (every cell but the oracle compared
     with its task's oracle, its sibling directory)."""
-    return _write({"study": "tasks", "run_dirs": sorted(map(str, run_dirs)), "seed": int(seed), "n": int(n),
-                   "identity": json.loads(Path(model_identity).read_text())}, out)
+    return write({"study": "tasks", "run_dirs": sorted(map(str, run_dirs)), "seed": int(seed), "n": int(n),
+                  "identity": json.loads(Path(model_identity).read_text())}, out, tasks_table)
