@@ -1,4 +1,4 @@
-// --content-digests: parse_chunk_digests (drivers/content_digests.hpp) on any text. The run's
+// --content-digests: parse_chunk_digests (drivers/common/content_digests.hpp) on any text. The run's
 // chunk size and file size are the document's own when they are what a run could have (a
 // positive multiple of 4096, at most 2^20 chunks), so mutations reach past the size check;
 // else those of the corpus's files. A parse that succeeds must give one digest per chunk.
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "drivers/content_digests.hpp"
+#include "drivers/common/content_digests.hpp"
 #include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

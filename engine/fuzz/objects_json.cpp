@@ -1,4 +1,4 @@
-// `residctl stream --manifest`: parse_objects_json (drivers/stream_input.hpp) on any text,
+// `residctl stream --manifest`: parse_objects_json (drivers/stream/stream_input.hpp) on any text,
 // then what stream does with a parse that succeeds: the step order checked against the
 // objects, and the Plan's manifest built (PlanManifest::build: InputError for objects that
 // do not fit the file). The file's size is the document's "file_bytes" when it is at most
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "drivers/stream_input.hpp"
+#include "drivers/stream/stream_input.hpp"
 #include "fuzz_util.hpp"
 #include "plan/manifest.hpp"
 

@@ -2,7 +2,7 @@
 
 #include "cli/pager_arm_cli.hpp"
 #include "core/errors.hpp"
-#include "drivers/generate.hpp"
+#include "drivers/generate/generate.hpp"
 
 namespace resid {
 

@@ -11,9 +11,9 @@
 #include "cli/scan_cli.hpp"
 #include "cli/stream_cli.hpp"
 #include "core/errors.hpp"
-#include "drivers/content_digests.hpp"
-#include "drivers/probe.hpp"
-#include "drivers/quantize.hpp"
+#include "drivers/common/content_digests.hpp"
+#include "drivers/probe/probe.hpp"
+#include "drivers/quantize/quantize.hpp"
 
 namespace {
 

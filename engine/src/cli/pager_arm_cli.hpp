@@ -1,4 +1,4 @@
-// The flags `scan` and `generate` share (drivers/pager_arm.hpp's PagerArmConfig), registered
+// The flags `scan` and `generate` share (drivers/common/pager_arm.hpp's PagerArmConfig), registered
 // once.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/cli_util.hpp"
-#include "drivers/pager_arm.hpp"
+#include "drivers/common/pager_arm.hpp"
 
 namespace resid {
 

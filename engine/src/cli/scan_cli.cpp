@@ -3,7 +3,7 @@
 #include "adapters/synthetic/region.hpp"
 #include "cli/pager_arm_cli.hpp"
 #include "core/errors.hpp"
-#include "drivers/scan.hpp"
+#include "drivers/scan/scan.hpp"
 
 namespace resid {
 

@@ -4,7 +4,7 @@
 
 #include "cli/cli_util.hpp"
 #include "core/errors.hpp"
-#include "drivers/stream.hpp"
+#include "drivers/stream/stream.hpp"
 
 namespace resid {
 

@@ -1,7 +1,7 @@
 // `residctl probe`'s cgroup parsing.
 #include <gtest/gtest.h>
 
-#include "drivers/cgroup_probe.hpp"
+#include "drivers/probe/cgroup_probe.hpp"
 
 using namespace resid;
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/errors.hpp"
-#include "drivers/content_digests.hpp"
+#include "drivers/common/content_digests.hpp"
 
 namespace resid {
 namespace {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.hpp"
-#include "drivers/stream.hpp"
-#include "drivers/stream_input.hpp"
+#include "drivers/stream/stream.hpp"
+#include "drivers/stream/stream_input.hpp"
 #include "util/test_util.hpp"
 
 using namespace resid;

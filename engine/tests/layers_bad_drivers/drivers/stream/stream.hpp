@@ -1,0 +1,2 @@
+// The header the negative control (drivers/scan/cross.hpp) includes.
+#pragma once
