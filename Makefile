@@ -36,7 +36,7 @@ $(if $(filter file,$(call kind,$(PROFILE)/config.yaml)),,$(error PROFILE: '$(PRO
 LLAMA_PREFIX := $(abspath .build/llama.cpp/install)
 ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESID_PYTHON=$(abspath $(BIN)/python)
 
-.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser clang fuzz fuzz-build test-fuzz sysdeps venv llama bench golden clean
+.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser clang fuzz fuzz-build test-fuzz sysdeps venv llama bench golden clean lint-layers
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
@@ -62,6 +62,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	@touch $@
+
+# The Python half's layers (pyproject.toml [tool.importlinter]); tests/test_layers.py runs it in make test.
+lint-layers: venv
+	cd workflow && $(abspath $(BIN))/lint-imports --config ../pyproject.toml
 
 test-engine: test-engine-release test-engine-asan test-engine-tsan
 

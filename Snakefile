@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 # Jobs call the `residency` console script of the environment running Snakemake, also
 # when that environment (e.g. .venv) is not activated.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-from residency import cells as residency_cells  # noqa: E402
-from residency import config as residency_config  # noqa: E402
-from residency import locks as residency_locks  # noqa: E402
+from residency.campaigns import cells as residency_cells  # noqa: E402
+from residency.core import config as residency_config  # noqa: E402
+from residency.core import locks as residency_locks  # noqa: E402
 
 configfile: "config/config.yaml"
 
@@ -90,7 +90,7 @@ localrules:
 
 onstart:
     # One line per finished run cell: study, cells done of all, the time left (residency.progress).
-    from residency import progress
+    from residency.campaigns import progress
 
     # Only the cells this invocation's DAG will run (its needrun jobs' outputs).
     to_run = {str(f) for job in workflow.dag.needrun_jobs() for f in job.output}
@@ -98,7 +98,7 @@ onstart:
 
 
 onsuccess:
-    from residency import progress
+    from residency.campaigns import progress
 
     print("\n".join(progress.summary(progress.study_runs(config))), file=sys.stderr)
 

@@ -9,7 +9,7 @@ is shared and noisy. Each pair prints, measured in this run:
   - misses (chunk fills) and physical bytes, tensor / object (target: never above 1);
   - decode tokens/s, tensor / object (target: never worse, within the pairs' spread);
   - D/OPT for both (OPT = Belady on each run's own trace at its capacity; target <= 1.03);
-  - D against MIN holding only the tensor being read (workflow/residency/tensor_reference.py):
+  - D against MIN holding only the tensor being read (workflow/residency/evidence/tensor_reference.py):
     the floor a tensor-granular signal can reach, which OPT (holding nothing) is below.
 
 The graph plan of each chunk size (object boundaries, release nodes, the tensors' read
@@ -54,7 +54,8 @@ def learn_plan(a, tmp: Path, chunk: int) -> Path:
 
 def bounds(run_dir: Path, run: dict) -> tuple[int, int | None]:
     """(OPT, MIN holding the tensor being read) on the run's own trace at its capacity."""
-    from residency import analysis, belady, trace
+    from residency.analysis import opt as analysis, belady
+    from residency.core import trace
 
     t = trace.read(run_dir / "trace.bin")
     ref, steps = t.reference(), t.reference_steps()
@@ -113,7 +114,7 @@ def main() -> int:
         if not Path(p).exists():
             print(f"bench: error: {p} not found (run `make figures` first)", file=sys.stderr)
             return 2
-    from residency import models
+    from residency.inputs import models
 
     t_repr = models.inventory_doc(a.model)["tensor_bytes"]
     print("consumption signals, arm D, object vs tensor (interleaved pairs):")

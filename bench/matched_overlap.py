@@ -42,9 +42,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from residency import arms, cells, config, models  # noqa: E402
-from residency.pairs import overlap_bound  # noqa: E402
-from residency.stats import paired_log_ratio  # noqa: E402
+from residency.core import arms, config
+from residency.campaigns import cells
+from residency.inputs import models  # noqa: E402
+from residency.analysis.pairs import overlap_bound  # noqa: E402
+from residency.analysis.stats import paired_log_ratio  # noqa: E402
 
 TARGET = 1.10  # issue 12: F/D within 1.10x of the overlap bound
 

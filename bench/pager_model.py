@@ -84,7 +84,8 @@ def stream_bytes_per_s(residctl: str, model: str, chunk: int, out: Path) -> floa
 
 def opt_bytes_per_token(run_dir: Path, run: dict) -> float:
     """Belady's fewest fetches on this run's own trace at its capacity, in bytes per token."""
-    from residency import belady, trace
+    from residency.analysis import belady
+    from residency.core import trace
 
     ref = trace.read(run_dir / "trace.bin").reference()
     opt = belady.opt_misses(ref, int(run["budget"]["budget_chunks"]))
@@ -94,7 +95,7 @@ def opt_bytes_per_token(run_dir: Path, run: dict) -> float:
 def roofline_at(a, tmp: Path, mmap_tps: list[float], chunk: int) -> None:
     """Section 5: C, D, E at r = 0.75 against min(compute, bandwidth / OPT bytes per token)."""
     compute_tps = statistics.median(mmap_tps)
-    from residency import models
+    from residency.inputs import models
 
     t_repr = models.inventory_doc(a.model)["tensor_bytes"]
     budget = int(ROOFLINE_R * t_repr)

@@ -11,7 +11,7 @@ import struct
 from collections import OrderedDict
 from pathlib import Path
 
-from residency import manifest
+from residency.core import manifest
 
 HEADER = struct.Struct("<8sIIQQ")
 RECORD = struct.Struct("<IIBBHI")

@@ -1,7 +1,8 @@
-"""The arm vocabulary is written once (residency.arms); the config schema, the run
+"""The arm vocabulary is written once (residency.core.arms); the config schema, the run
 records' letters and the matched campaign's source engines agree with it."""
 
-from residency import arms, config, gather, gather_base
+from residency.core import arms, config
+from residency.gather import pager as gather, base as gather_base
 
 
 def test_reference_letters():

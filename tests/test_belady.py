@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from residency import belady
+from residency.analysis import belady
 
 
 def brute_force_min(trace, capacity):

@@ -7,8 +7,11 @@ import json
 
 import pytest
 
-from residency import certificate, claims, manifest, verify
-from residency.gather_certificate import gather_certificate
+from residency.evidence import certificate
+from residency import claims
+from residency.core import manifest
+from residency.claims import verify
+from residency.gather.certificate import gather_certificate
 from test_certificate import _edit, certified_run
 from fixtures import source_file
 from test_inventory import SHA

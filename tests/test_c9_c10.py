@@ -6,7 +6,9 @@ import json
 import pandas as pd
 import pytest
 
-from residency import claims, tables_certificate, verify
+from residency import claims
+from residency.render import tables_certificate
+from residency.claims import verify
 
 import test_matched_source as ms
 import test_model_claims as mc

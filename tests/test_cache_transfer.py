@@ -8,10 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from residency import cache_transfer, claims, config, lineage, trace
-from residency.arms import PAGER_LRU_K, PAGER_ZERO
-from residency.gather_studies import table_from
-from residency.gather_cache_transfer import gather_cache_transfer
+from residency.campaigns import cache_transfer
+from residency import claims
+from residency.core import config, lineage, trace
+from residency.core.arms import PAGER_LRU_K, PAGER_ZERO
+from residency.gather.studies import table_from
+from residency.gather.cache_transfer import gather_cache_transfer
 
 from fixtures import make_model_run, seal
 from test_config import default

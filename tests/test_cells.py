@@ -1,6 +1,6 @@
-"""residency.cells: the paths, flags, --meta values and config digests the rules hand to
+"""residency.campaigns.cells: the paths, flags, --meta values and config digests the rules hand to
 the harness and residctl. The pinned strings were produced by workflow/rules/common.smk
-before its logic moved to residency.cells, so a change to any of them is a change to what
+before its logic moved to residency.campaigns.cells, so a change to any of them is a change to what
 the runs are asked to do (and to their config digests): make it on purpose. (Changed on
 purpose for issue 14: every digest covers engine, llama and harness, the real-model ones the
 model's entry too, the matched cells' matched_source; pager arms check their fills against
@@ -12,7 +12,8 @@ import shlex
 
 import pytest
 
-from residency import arms, bounded_source, cells, config
+from residency.core import arms, config
+from residency.campaigns import bounded_source, cells
 
 from conftest import ROOT
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from residency import certificate
+from residency.evidence import certificate
 from test_exactness_relation import full_run
 from test_inventory import EXPERTS, SHA, TENSORS, moe_run
 from fixtures import write_trace

@@ -8,8 +8,11 @@ import subprocess
 import pytest
 import yaml
 
-from residency import cells, certificate, gguf_synth, harness
-from residency.identity import sha256_file
+from residency.campaigns import cells
+from residency.evidence import certificate
+from residency.inputs import gguf_synth
+from residency.run import harness
+from residency.core.identity import sha256_file
 from conftest import ROOT
 
 RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"

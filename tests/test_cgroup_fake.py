@@ -4,7 +4,7 @@ failed write is one line."""
 
 import pytest
 
-from residency import cgroup, harness
+from residency.run import cgroup, harness
 
 
 def fake_v2(tmp_path, subtree="memory"):

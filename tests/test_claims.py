@@ -5,7 +5,10 @@ import json
 
 import pytest
 
-from residency import analysis, claims, gather, verify
+from residency.analysis import opt as analysis
+from residency import claims
+from residency.gather import pager as gather
+from residency.claims import verify
 from residency.claims import record
 
 from fixtures import make_run, region_identity, seal

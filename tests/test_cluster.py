@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, snakemake, tiny_config, tiny_workdir
-from residency import progress
+from residency.campaigns import progress
 
 pytestmark = pytest.mark.cluster
 

@@ -4,7 +4,7 @@ section is what those records give. Skipped where no ledger is committed."""
 
 import pytest
 
-from residency import summary, verify
+from residency.claims import summary, verify
 
 from conftest import ROOT
 

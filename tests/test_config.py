@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from residency import config
+from residency.core import config
 
 from conftest import ROOT
 

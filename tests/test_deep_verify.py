@@ -13,7 +13,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from residency import analysis, claims, gather, verify
+from residency.analysis import opt as analysis
+from residency import claims
+from residency.gather import pager as gather
+from residency.claims import verify
 
 from conftest import ROOT
 from fixtures import SOURCE_SHA256, flip_byte, seal, set_counter
@@ -231,7 +234,7 @@ def test_deep_verify_re_hashes_the_model_bytes_a_scope_names(synthetic):
 
 
 def test_each_model_file_is_hashed_once_per_verify(synthetic, registry, monkeypatch):
-    from residency import deep
+    from residency.claims import deep
 
     seen = []
     monkeypatch.setattr(deep, "_hash", lambda p: seen.append(p) or SOURCE_SHA256)

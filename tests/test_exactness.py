@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from residency import exactness
+from residency.evidence import exactness
 
 
 def write_run(d, tokens, logits):

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from residency import exactness
+from residency.evidence import exactness
 
 CONSUMER = {"engine": "residctl", "adapter": "llama", "graph": {"sha256": ["ab", "cd"]},
             "router": {"node": "ffn_moe_topk-N", "n_expert": 4, "n_expert_used": 2}, "expert_kernel": "MUL_MAT_ID"}

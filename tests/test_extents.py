@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from residency.extents import Interval, canonical_sha256, union
+from residency.evidence.extents import Interval, canonical_sha256, union
 
 FILES = ["a" * 64, "b" * 64]
 intervals = st.lists(

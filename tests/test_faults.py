@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from residency import config, fault_cells, fault_validators
+from residency.core import config
+from residency.campaigns import fault_cells
+from residency.evidence import fault_validators
 from residency.claims import c12
 from residency.claims.record import verdict_of
 from conftest import ROOT

@@ -11,9 +11,13 @@ import shutil
 import pytest
 import yaml
 
-from residency import claims, fault_cells, gguf_synth, harness, manifest
-from residency.gather_faults import fault_row, gather_faults
-from residency.identity import sha256_file
+from residency import claims
+from residency.campaigns import fault_cells
+from residency.inputs import gguf_synth
+from residency.run import harness
+from residency.core import manifest
+from residency.gather.faults import fault_row, gather_faults
+from residency.core.identity import sha256_file
 from conftest import ROOT
 
 RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"

@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures import make_model_run, make_run, seal
-from residency import config, gather, gather_base, gguf_synth, manifest, models, trace
+from residency.core import config, manifest, trace
+from residency.gather import pager as gather, base as gather_base
+from residency.inputs import gguf_synth, models
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -3,7 +3,8 @@
 import pandas as pd
 import pyarrow.parquet as pq
 
-from residency import analysis, gather
+from residency.analysis import opt as analysis
+from residency.gather import pager as gather
 
 from fixtures import make_run, region_identity, seal
 
@@ -63,7 +64,7 @@ def test_opt_and_determinism(tmp_path):
 def test_rows_carry_the_llama_build_and_the_content_checks(tmp_path):
     import json
 
-    from residency import llama_build
+    from residency.inputs import llama_build
 
     dirs = campaign(tmp_path)
     for i, d in enumerate(dirs):

@@ -1,12 +1,12 @@
-"""The architecture families of the synthetic GGUFs (residency.gguf_arch): every family,
+"""The architecture families of the synthetic GGUFs (residency.inputs.gguf_arch): every family,
 variant and output tying writes deterministically, with the tensor names gguf-py lists for
 that architecture and the metadata keys llama.cpp reads; impossible combinations are
 one-line errors; and, where the pipeline has built llama.cpp, each one loads and generates."""
 
 import pytest
 
-from residency import gguf_arch, gguf_synth
-from residency.identity import sha256_file
+from residency.inputs import gguf_arch, gguf_synth
+from residency.core.identity import sha256_file
 
 from test_gguf_synth import generate, smoke  # noqa: F401  (the pytest fixture)
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import yaml
 
-from residency import gguf_synth, llama_build, models
-from residency.identity import sha256_file
+from residency.inputs import gguf_synth, llama_build, models
+from residency.core.identity import sha256_file
 
 from conftest import ROOT
 
@@ -179,7 +179,7 @@ def test_default_and_paper_configs_describe_loadable_models():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "residency.models_cli", "model", *args],
+    return subprocess.run([sys.executable, "-m", "residency.inputs.models_cli", "model", *args],
                           capture_output=True, text=True, cwd=ROOT)
 
 

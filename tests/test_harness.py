@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from residency import cgroup, harness
+from residency.run import cgroup, harness
 
 LOC, WHY = cgroup.probe_writable()
 needs_cgroup = pytest.mark.skipif(LOC is None, reason=f"no writable memory cgroup here: {WHY}")

@@ -13,8 +13,10 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from residency import claims, gather, history, protocol, verify
-from residency.identity import digest, sha256_file
+from residency import claims
+from residency.gather import pager as gather
+from residency.claims import history, protocol, verify
+from residency.core.identity import digest, sha256_file
 
 from conftest import ROOT
 from fixtures import seal

@@ -27,7 +27,7 @@ MODEL_RULES = {"model_user", "model_user_inventory", "model_content_digests", "p
 
 def user_model(cfg: dict, variant: str, where) -> dict:
     """The configured synthetic model of `variant`, written to a path of the user's."""
-    from residency import gguf_synth
+    from residency.inputs import gguf_synth
 
     spec = gguf_synth.spec_from_config(cfg["models"]["synthetic"], variant)
     rec = gguf_synth.write(spec, where / f"{variant} model.gguf")

@@ -133,7 +133,7 @@ def p3_as_this_machine_allows(work: Path, doc: dict) -> None:
     """P3's verdict rests on the kernel: on cgroup v1 the protected half cannot be shown (named)
     while v1's counterparts are asserted; without root or a cgroup no cell can be made (named);
     on v2 every assertion is evaluated. No swap is left on by the cells."""
-    from residency import swap
+    from residency.run import swap
 
     assert not [f for f in swap.active_files() if swap.PREFIX in f], "a reclaim cell left its swap on"
     cells = pd.read_parquet(work / "results" / "reclaim.parquet")
@@ -162,8 +162,8 @@ def _json(path: Path) -> dict:
 
 def p5_from_runs(work: Path, doc: dict) -> None:
     """Each stress cell's distinct traces and access outcomes, from its repetitions' trace files."""
-    from residency import trace
-    from residency.identity import sha256_file
+    from residency.core import trace
+    from residency.core.identity import sha256_file
 
     v = doc["values"]
     assert v["race_possible_cells"] == 4 and len(v["exact_signal_cells"]) == len(v["racy_signal_cells"]) == 4
@@ -194,7 +194,7 @@ def p9_from_runs(work: Path, doc: dict) -> None:
 
 def c2_from_runs(work: Path, doc: dict) -> None:
     """The paired-log interval of F/D complete wall, from each pair's harness.json."""
-    from residency.stats import paired_log_ratio
+    from residency.analysis.stats import paired_log_ratio
 
     cells = doc["values"]["cells"]
     wall = {(c["block"], c["source_arm"]): _json(work / c["run_dir"] / "harness.json")["wall_s"] for c in cells}
@@ -229,7 +229,7 @@ def c1_from_runs(work, doc):
     """C1: the certificate rebuilt from the two raw run directories equals the recorded one;
     under a hard host cap every obligation holds (the default config is sized for it); the
     verdict is pass on an audited board, and names the GPU half as not shown without one."""
-    from residency import certificate
+    from residency.evidence import certificate
 
     runs = Path("results") / "runs" / "certificate"  # relative, as the rule names them in the record
     rec = json.loads((work / runs / certificate.FILE).read_text())

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fixtures import SOURCE_SHA256, write_trace
-from residency import demand, traffic
+from residency.evidence import demand, traffic
 
 SHA = SOURCE_SHA256  # the model file tests/fixtures.py writes (deep verify re-hashes it)
 # layer 0: an expert tensor of 4 experts x 100 bytes at 1000 and one of 4 x 50 at 2000

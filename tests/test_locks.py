@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import pipeline_env, snakemake, tiny_workdir
-from residency import locks
+from residency.core import locks
 
 
 def unlock(work, *flags):

@@ -7,8 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from residency import gather, harness, manifest
-from residency.identity import sha256_file
+from residency.gather import pager as gather
+from residency.run import harness
+from residency.core import manifest
+from residency.core.identity import sha256_file
 
 from fixtures import flip_byte, make_model_run, make_run, region_identity, seal, set_counter
 from test_harness import fake_engine
@@ -98,7 +100,7 @@ def test_any_single_bit_flip_is_caught(tmp_path_factory, files, pick, offset, bi
 
 OUT = "out = sys.argv[sys.argv.index('--out') + 1]\n"
 ENGINE_WRITES_RECORD = ("open(os.path.join(out, 'run.json'), 'w').write('{}')\n"
-                        "from residency import manifest; manifest.write(out)\n")
+                        "from residency.core import manifest; manifest.write(out)\n")
 
 
 @pytest.mark.parametrize("body, word", [

@@ -7,8 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from residency import arms, claims, figures, gather, tables, verify
-from residency.pairs import matched_pairs, overlap_bound, pair_records
+from residency.core import arms
+from residency import claims
+from residency.render import figures, tables
+from residency.gather import pager as gather
+from residency.claims import verify
+from residency.analysis.pairs import matched_pairs, overlap_bound, pair_records
 
 from fixtures import make_model_run, seal
 
@@ -154,7 +158,7 @@ def test_c2_fails_when_f_never_has_every_window_in_flight(tmp_path):
 
 def bounded_project(tmp_path, *, natural_peak=5 << 20, p_peak=5 << 20, p_events=0, f_peak=3 << 20, limit=6 << 20,
                     reserve=2 << 20, f_depth=8):
-    """C8's own campaign on fake runs (residency/bounded_source.py): the oracle, P's natural run
+    """C8's own campaign on fake runs (residency/campaigns/bounded_source.py): the oracle, P's natural run
     (no limit), then P and F under H_cap = `limit` with R_policy = `reserve`. The 8 MiB model:
     H_cap - R_policy = 4 MiB by default, so eq. 1 holds by 4 MiB, and P's natural peak (5 MiB)
     is below the cap."""

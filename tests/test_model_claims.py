@@ -5,7 +5,10 @@ import json
 import pandas as pd
 import pytest
 
-from residency import analysis, claims, gather, gather_roofline, verify
+from residency.analysis import opt as analysis
+from residency import claims
+from residency.gather import pager as gather, roofline as gather_roofline
+from residency.claims import verify
 
 from fixtures import SOURCE_SHA256, make_model_run, make_roofline_run, source_file
 
@@ -50,7 +53,7 @@ def project(tmp_path, *, flip_run=None, e_status="ok", c_bytes_per_miss=None, e_
     gather.gather_pager_model(dirs, oracle, ident, res / "pager_model.parquet")
     analysis.analyse_pager_model(res / "pager_model.parquet", res / "pager_model_opt.parquet")
     # the roofline's calibration: 8 MiB in 4, 2 and 8 ms (median 2 GiB/s), I/O-bound at every r
-    from residency import roofline
+    from residency.analysis import roofline
 
     cal = [make_roofline_run(runs, rep, wall_ns=ns) for rep, ns in ((1, 4_000_000), (2, 2_000_000), (3, 8_000_000))]
     gather_roofline.gather_roofline(cal, res / "pager_model_roofline.parquet")

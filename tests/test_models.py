@@ -10,8 +10,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from residency import gguf_synth, models
-from residency.identity import sha256_file
+from residency.inputs import gguf_synth, models
+from residency.core.identity import sha256_file
 
 from conftest import ROOT
 
@@ -105,7 +105,7 @@ def test_size_mismatch(tiny):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "residency.models_cli", "model", *args],
+    return subprocess.run([sys.executable, "-m", "residency.inputs.models_cli", "model", *args],
                           capture_output=True, text=True, cwd=ROOT)
 
 

@@ -7,7 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from residency import claims, config, tables
+from residency import claims
+from residency.core import config
+from residency.render import tables
 
 from conftest import ROOT
 from test_model_claims import SETTINGS, project
@@ -108,7 +110,7 @@ def test_two_entries_with_one_name_and_the_old_key():
 
 
 def test_schema_architectures_are_the_generators():
-    from residency import gguf_arch
+    from residency.inputs import gguf_arch
 
     schema = config.load_schema()
     assert schema["properties"]["models"]["$defs"]["arch"]["enum"] == list(gguf_arch.FAMILIES)

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from residency import harness, nvml
+from residency.run import harness, nvml
 
 GiB = 1 << 30
 

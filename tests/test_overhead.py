@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from residency import overhead
+from residency.run import overhead
 
 MiB = 1 << 20
 
@@ -53,7 +53,7 @@ def test_a_failed_calibration_run_stops_with_its_directory(tmp_path):
 
 
 def test_the_reserve_is_o_and_its_margin_and_the_limit_grants_it(tmp_path):
-    from residency import harness
+    from residency.run import harness
 
     d = _run(tmp_path, "d", 2 * MiB + 30 * MiB, _pager(0))
     rec = overhead.calibrate([d], tmp_path / "o.json", margin=0.1, margin_min_bytes=MiB)
@@ -66,7 +66,7 @@ def test_the_reserve_is_o_and_its_margin_and_the_limit_grants_it(tmp_path):
 
 
 def test_a_calibration_record_without_a_reserve_is_refused(tmp_path):
-    from residency import harness
+    from residency.run import harness
 
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"overhead_bytes": MiB}))

@@ -1,6 +1,6 @@
 """Equations 1-3: both sides, margins, and what leaves an equation unevaluated."""
 
-from residency import predicates
+from residency.evidence import predicates
 
 MiB = 1 << 20
 HARD = {"grade": "hard", "limit_bytes": 64 * MiB, "mem_total_bytes": 8 << 30}

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from residency import premise
+from residency.evidence import premise
 
 MiB = 1 << 20
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, snakemake, tiny_workdir
-from residency import progress
+from residency.campaigns import progress
 
 
 def _config() -> dict:

@@ -137,7 +137,7 @@ def test_a_flipped_model_byte_is_caught_by_the_verification_rule(work):
     p = snakemake(w)
     assert p.returncode != 0
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("model error:")]
-    from residency.identity import sha256_file
+    from residency.core.identity import sha256_file
     assert set(lines) == {f"model error: {MODEL}: sha256 mismatch: expected {want} got {sha256_file(w / MODEL)}"}
     assert not (w / "results/models/synthetic-dense.json").exists()  # no identity survives a failed check
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from residency import cgroup, claims, harness, reclaim
-from residency.gather_reclaim import gather_reclaim
+from residency.run import cgroup, harness, reclaim
+from residency import claims
+from residency.gather.reclaim import gather_reclaim
 
 from fixtures import region_identity, seal
 from test_cgroup_fake import fake_v1, fake_v2

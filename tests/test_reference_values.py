@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from residency import claims, verify
+from residency import claims
+from residency.claims import verify
 from residency.claims import reference_values as rv
 
 from conftest import ROOT

@@ -3,7 +3,7 @@ reference's statement; text escaped) and the scope (machine, features, grades pe
 
 import pandas as pd
 
-from residency import report_pages
+from residency.render import report_pages
 
 
 def _record(cid, verdict, reasons):

@@ -1,4 +1,4 @@
-"""The I/O roofline (residency/roofline.py): the bound on hand-made frames, the gather of the
+"""The I/O roofline (residency/analysis/roofline.py): the bound on hand-made frames, the gather of the
 calibration reads from fake run directories, and what figures 06/07, the model table and P9
 make of it."""
 
@@ -8,7 +8,12 @@ import math
 import pandas as pd
 import pytest
 
-from residency import claims, figures, gather, gather_roofline, gather_studies, manifest, roofline as rl, tables, verify
+from residency import claims
+from residency.render import figures, tables
+from residency.gather import pager as gather, roofline as gather_roofline, studies as gather_studies
+from residency.core import manifest
+from residency.analysis import roofline as rl
+from residency.claims import verify
 
 from fixtures import make_roofline_run
 from test_model_claims import SETTINGS, project

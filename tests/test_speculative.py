@@ -9,11 +9,13 @@ import shlex
 import pandas as pd
 import pytest
 
-from residency import claims, config, lineage, speculative
-from residency.gather_studies import table_from
-from residency.gather_speculative import gather_speculative
-from residency.speculative import GREEDY, SPECULATIVE
-from residency.tables_appendix import authority, table9_populations
+from residency import claims
+from residency.core import config, lineage
+from residency.campaigns import speculative
+from residency.gather.studies import table_from
+from residency.gather.speculative import gather_speculative
+from residency.campaigns.speculative import GREEDY, SPECULATIVE
+from residency.render.tables_appendix import authority, table9_populations
 
 from fixtures import make_model_run, seal
 from test_config import default
@@ -156,7 +158,7 @@ def test_table9_has_one_row_per_record_from_its_own_inputs(tmp_path, monkeypatch
 
 
 def test_quantize_refuses_a_target_changed_since_its_identity(tmp_path):
-    from residency import models
+    from residency.inputs import models
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + bytes(60))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from residency import stats
+from residency.analysis import stats
 
 D = [102.358, 102.228, 100.032, 101.996, 102.202, 101.616]
 F = [32.867, 32.820, 32.837, 32.889, 32.887, 32.811]

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from residency import claims, summary
+from residency import claims
+from residency.claims import summary
 
 from conftest import ROOT
 from fixtures import SOURCE_SHA256

@@ -1,4 +1,4 @@
-"""residency.swap: a reclaim cell's swap file is on only while the cell runs, whatever happens
+"""residency.run.swap: a reclaim cell's swap file is on only while the cell runs, whatever happens
 in it, and one a killed harness left on is turned off and removed by the next run."""
 
 import os
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from residency import swap
+from residency.run import swap
 
 
 def _dead_pid() -> int:

@@ -20,7 +20,7 @@ MODEL_CLAIMS = ["P2", "P6", "P7", "P8", "P9", "P10", "P11", "C9"]
 
 def user_gemma2(work):
     """A GGUF of the user's: a gemma2 model (tied output, post norms, sliding window)."""
-    from residency import gguf_synth
+    from residency.inputs import gguf_synth
 
     spec = gguf_synth.make_spec(variant="dense", arch="gemma2", tied_output=True, sliding_window=4, seed=3,
                                 n_layer=6, n_embd=512, n_ff=1408, n_head=8, n_head_kv=4, n_vocab=512, n_ctx=512)

@@ -4,7 +4,7 @@ certificate; C2's and C8's from their cells), and the C1 instance field by field
 import json
 
 from residency import claims
-from residency.tables_certificate import table3_principal, table5_certificate
+from residency.render.tables_certificate import table3_principal, table5_certificate
 from test_c1_claim import SETTINGS, project
 
 

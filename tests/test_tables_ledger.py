@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from residency import claims
-from residency.tables_certificate import table1_obligations
-from residency.tables_ledger import reference_values_table, table11_claim_map
+from residency.render.tables_certificate import table1_obligations
+from residency.render.tables_ledger import reference_values_table, table11_claim_map
 
 from conftest import ROOT
 

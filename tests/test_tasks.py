@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from residency import config as residency_config
-from residency import tasks
+from residency.core import config as residency_config
+from residency.campaigns import tasks
 from residency.claims import c5, c6, c11, record
 
 from conftest import ROOT, snakemake, tiny_workdir

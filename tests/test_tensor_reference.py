@@ -4,7 +4,8 @@ import json
 
 from hypothesis import given, strategies as st
 
-from residency import analysis, belady, tensor_reference as tr
+from residency.analysis import opt as analysis, belady
+from residency.evidence import tensor_reference as tr
 
 from fixtures import write_trace
 
@@ -80,7 +81,7 @@ def test_a_run_with_a_read_order_plan_gets_the_tensor_held_bound(tmp_path):
     # Capacity 2, two passes of layer.0 alone: chunks 1 2 3 in file order, read B A C.
     records = [(s, c, 1, 0) for s in (1, 3) for c in (1, 2, 3)]
     write_trace(d / "trace.bin", CS, 4, records)
-    from residency import trace
+    from residency.core import trace
 
     t = trace.read(d / "trace.bin")
     held, opt = analysis.tensor_held_bounds(d, t.reference(), t.reference_steps(), 2)

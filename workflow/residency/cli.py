@@ -14,13 +14,13 @@ SWEEP_MODEL_HELP = ("a further model of pager_model.models: its model claims in 
                     "their ledger beside them")
 
 def _cmd_run(a) -> int:
-    from . import harness
+    from residency.run import harness
 
     return harness.main_run(a)
 
 
 def _cmd_overhead(a) -> int:
-    from . import overhead
+    from residency.run import overhead
 
     rec = overhead.calibrate(a.run_dirs, a.out, a.margin, a.margin_min_bytes, a.spread_factor)
     print(f"residency overhead: O = {rec['overhead_bytes']} bytes ({rec['method']}), reserve R = "
@@ -29,7 +29,7 @@ def _cmd_overhead(a) -> int:
 
 
 def _cmd_validate(a) -> int:
-    from . import config
+    from residency.core import config
 
     config.load(a.config)
     print(f"{a.config}: valid")
@@ -37,7 +37,7 @@ def _cmd_validate(a) -> int:
 
 
 def _cmd_unlock(a) -> int:
-    from . import locks
+    from residency.core import locks
 
     what, pids = locks.clear_stale(a.dir)
     where = Path(a.dir).resolve()
@@ -52,15 +52,15 @@ def _cmd_unlock(a) -> int:
 
 
 def _cmd_machine(a) -> int:
-    from . import atomic, machine
+    from residency.core import atomic, machine
 
     atomic.write_json(a.out, machine.describe())
     return 0
 
 
 def _cmd_region_identity(a) -> int:
-    from . import atomic
-    from .identity import sha256_file
+    from residency.core import atomic
+    from residency.core.identity import sha256_file
 
     p = Path(a.region)
     atomic.write_json(a.out, {"path": str(p), "bytes": p.stat().st_size, "seed": a.seed,
@@ -69,15 +69,15 @@ def _cmd_region_identity(a) -> int:
 
 
 def _cmd_gather(a) -> int:
-    from . import gather
+    from residency.gather import pager as gather
 
     if a.study == "certificate":
-        from .gather_certificate import gather_certificate
+        from residency.gather.certificate import gather_certificate
 
         _need(a, "oracle", "model_identity", "reserve_bytes")
         t = gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
     elif a.study in ("faults", "reset-warm"):
-        from . import gather_faults as gf
+        from residency.gather import faults as gf
 
         if a.study == "faults":
             _need(a, "prespecified")
@@ -86,28 +86,28 @@ def _cmd_gather(a) -> int:
             _need(a, "oracle")
             t = gf.gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
     elif a.study == "tasks":
-        from .gather_tasks import gather_tasks
+        from residency.gather.tasks import gather_tasks
 
         _need(a, "tasks", "model_identity")
         spec = json.loads(a.tasks)
         t = gather_tasks(a.run_dirs, spec["seed"], spec["n"], a.model_identity, a.out)
     elif a.study == "cache-transfer":
-        from .gather_cache_transfer import gather_cache_transfer
+        from residency.gather.cache_transfer import gather_cache_transfer
 
         t = gather_cache_transfer(a.run_dirs, a.out)
     elif a.study == "pager-model-roofline":
-        from .gather_roofline import gather_roofline
+        from residency.gather.roofline import gather_roofline
 
         t = gather_roofline(a.run_dirs, a.out)
     elif a.study == "speculative":
-        from .gather_speculative import gather_speculative
+        from residency.gather.speculative import gather_speculative
 
         _need(a, "draft_identity")
         t = gather_speculative(a.run_dirs, a.draft_identity, a.out)
     elif a.study in ("pager-synthetic", "reclaim"):
         _need(a, "region_identity")
         if a.study == "reclaim":
-            from .gather_reclaim import gather_reclaim as fn
+            from residency.gather.reclaim import gather_reclaim as fn
         else:
             fn = gather.gather_pager_synthetic
         t = fn(a.run_dirs, a.region_identity, a.out, a.llama_identity)
@@ -126,7 +126,7 @@ def _need(a, *names) -> None:
 
 
 def _cmd_analyse(a) -> int:
-    from . import analysis
+    from residency.analysis import opt as analysis
 
     if a.study == "pager-synthetic":
         _need(a, "determinism_out")
@@ -137,7 +137,7 @@ def _cmd_analyse(a) -> int:
 
 
 def _cmd_figure(a) -> int:
-    from . import figures
+    from residency.render import figures
 
     draw = {"02": figures.fig02_miss_rate_vs_optimal, "06": figures.fig06_real_model_bytes,
             "07": figures.fig07_throughput_scaling, "08": figures.fig08_matched_source_pairs,
@@ -150,7 +150,7 @@ def _cmd_figure(a) -> int:
 
 
 def _cmd_table(a) -> int:
-    from . import tables
+    from residency.render import tables
 
     if a.table == "models":
         if not a.models:
@@ -160,12 +160,12 @@ def _cmd_table(a) -> int:
     if not a.runs:
         raise SystemExit(f"residency: error: table {a.table} needs --runs")
     if a.table in ("table11-claim-map", "reference-values"):
-        from . import tables_ledger as tl
+        from residency.render import tables_ledger as tl
 
         (tl.table11_claim_map if a.table == "table11-claim-map" else tl.reference_values_table)(a.runs, a.out_stem)
         return 0
     if a.table in ("table4-identity", "table7-faults"):
-        from . import tables_faults as tf
+        from residency.render import tables_faults as tf
 
         if a.table == "table7-faults":
             tf.table7_faults(a.runs, a.out_stem)
@@ -178,12 +178,12 @@ def _cmd_table(a) -> int:
             tf.table4_identity(*parts, a.out_stem)
         return 0
     if a.table == "table9-populations":
-        from .tables_appendix import table9_populations
+        from residency.render.tables_appendix import table9_populations
 
         table9_populations(a.runs.split(","), a.out_stem)
         return 0
     if a.table in ("table1-obligations", "table3-principal", "table5-certificate", "table10-negative-results"):
-        from . import tables_certificate as tc
+        from residency.render import tables_certificate as tc
 
         if a.table == "table1-obligations":
             tc.table1_obligations(a.runs, a.out_stem)
@@ -204,8 +204,8 @@ def _cmd_table(a) -> int:
 
 
 def _cmd_certificate(a) -> int:
-    from . import certificate
-    from .demand import DemandError
+    from residency.evidence import certificate
+    from residency.evidence.demand import DemandError
 
     model = json.loads(Path(a.model_identity).read_text())
     try:
@@ -221,7 +221,8 @@ def _cmd_certificate(a) -> int:
 
 
 def _cmd_claim(a) -> int:
-    from . import claims, history
+    from residency import claims
+    from residency.claims import history
 
     settings = json.loads(a.settings) if a.settings else _config(a.config)["claims"]
     protocol = json.loads(a.protocol) if a.protocol else _protocol_from_config(a.config, a.claim_id)
@@ -238,19 +239,21 @@ def _cmd_claim(a) -> int:
 
 
 def _config(path: str) -> dict:
-    from . import config
+    from residency.core import config
 
     return config.load(path)
 
 
 def _protocol_from_config(path: str, claim_id: str) -> dict:
-    from . import cells, claims, protocol
+    from residency.campaigns import cells
+    from residency import claims
+    from residency.claims import protocol
 
     return protocol.of(cells.model_view(_config(path)), claims.input_paths(claim_id))  # as the claim rule does
 
 
 def _cmd_ledger(a) -> int:
-    from . import claims
+    from residency import claims
 
     led = claims.ledger([Path(p) for p in a.records], Path(a.out))
     for e in led["claims"]:
@@ -260,7 +263,7 @@ def _cmd_ledger(a) -> int:
 
 
 def _cmd_verify(a) -> int:
-    from . import verify
+    from residency.claims import verify
 
     root = Path(a.root)
     if a.all:
@@ -271,14 +274,14 @@ def _cmd_verify(a) -> int:
 
 
 def _cmd_replay(a) -> int:
-    from . import verify
+    from residency.claims import verify
 
     problems = verify.replay(a.claim, Path(a.root), a.model)
     return _report("replay", a.claim, problems, Path(a.root), a.model)
 
 
 def _report(what: str, claim: str, problems: list[str], root: Path, model: str | None = None) -> int:
-    from . import verify
+    from residency.claims import verify
 
     if problems:
         print(f"residency {what} {claim}: FAILED ({len(problems)} problems)")
@@ -294,7 +297,8 @@ def _report(what: str, claim: str, problems: list[str], root: Path, model: str |
 
 
 def _cmd_summary(a) -> int:
-    from . import atomic, summary
+    from residency.core import atomic
+    from residency.claims import summary
 
     root = Path(a.root)
     if a.check:
@@ -316,7 +320,7 @@ def _cmd_summary(a) -> int:
 
 
 def _cmd_report_page(a) -> int:
-    from . import report_pages
+    from residency.render import report_pages
 
     if a.page == "ledger":
         report_pages.write_ledger_page(a.ledger, a.out)
@@ -489,7 +493,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parquet", action="append", default=[], help="scope: a study's Parquet table (repeatable)")
     s.set_defaults(func=_cmd_report_page)
 
-    from . import models_cli, premise
+    from residency.inputs import models_cli
+    from residency.evidence import premise
 
     models_cli.register(sub)
     premise.register(sub)
@@ -499,9 +504,9 @@ def parser() -> argparse.ArgumentParser:
 # The one-line input errors, by module. Looked up among the modules the command loaded (an
 # error of a module that was never imported cannot be raised), so a command imports only
 # what it uses: `residency run`, once per cell, stays clear of scipy and pandas.
-INPUT_ERRORS = {"residency.config": "ConfigError", "residency.history": "HistoryError",
-                "residency.manifest": "ManifestError", "residency.summary": "SummaryError",
-                "residency.verify": "VerifyError", "residency.gather_base": "GatherError"}
+INPUT_ERRORS = {"residency.core.config": "ConfigError", "residency.claims.history": "HistoryError",
+                "residency.core.manifest": "ManifestError", "residency.claims.summary": "SummaryError",
+                "residency.claims.verify": "VerifyError", "residency.gather.base": "GatherError"}
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:

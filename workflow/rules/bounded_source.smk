@@ -1,7 +1,7 @@
 # The bounded-source campaign (reference 004 §5.5; claim C8): one matched pair, buffered P
 # against the bounded direct source F, on a model whose managed bytes cannot be resident in
 # the weight allowance while what the horizon demands of it fits under the cap
-# (residency/bounded_source.py). F's calibration runs give O and the reserve R_policy; the
+# (residency/campaigns/bounded_source.py). F's calibration runs give O and the reserve R_policy; the
 # oracle and P's natural run (no limit) come first; the premise (eq. 1, and P's natural peak
 # below H_cap) is checked before P and F run under the cap; then results/bounded_source.parquet.
 
@@ -57,7 +57,7 @@ rule bounded_source_premise:
         inventory=BS_INVENTORY,
         overhead="results/calibration/bounded_source.json",
         natural=bounded_source.cell_run(bounded_source.NATURAL),
-        code=residency_code("premise.py"),
+        code=residency_code("evidence/premise.py"),
     output:
         f"{bounded_source.RUNS}/premise.json",
     params:
@@ -110,7 +110,7 @@ rule gather_bounded_source:
         runs=bounded_source.runs(),
         identity=BS_IDENTITY,
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather.py", "manifest.py", "lineage.py", "arms.py", "exactness.py", "llama_build.py"),
+        code=residency_code("gather/pager.py", "core/manifest.py", "core/lineage.py", "core/arms.py", "evidence/exactness.py", "inputs/llama_build.py"),
     output:
         bounded_source.TABLE,
     params:

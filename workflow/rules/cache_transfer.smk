@@ -43,8 +43,8 @@ rule cache_transfer_cell:
 rule gather_cache_transfer:
     input:
         runs=cache_transfer.runs(config),
-        code=residency_code("gather_cache_transfer.py", "gather.py", "exactness.py", "lineage.py", "manifest.py",
-                            "trace.py"),
+        code=residency_code("gather/cache_transfer.py", "gather/pager.py", "evidence/exactness.py", "core/lineage.py", "core/manifest.py",
+                            "core/trace.py"),
     output:
         cache_transfer.TABLE,
     params:

@@ -38,8 +38,8 @@ rule certificate_record:
     input:
         runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
         identity=CERT_IDENTITY,
-        code=residency_code("certificate.py", "demand.py", "extents.py", "traffic.py", "predicates.py",
-                            "exactness.py", "nvml.py"),
+        code=residency_code("evidence/certificate.py", "evidence/demand.py", "evidence/extents.py", "evidence/traffic.py", "evidence/predicates.py",
+                            "evidence/exactness.py", "run/nvml.py"),
     output:
         cells.cert_record(),
     params:
@@ -60,7 +60,7 @@ rule gather_certificate:
         runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
         identity=CERT_IDENTITY,
         record=cells.cert_record(),
-        code=residency_code("gather_certificate.py", "certificate.py", "manifest.py", "lineage.py"),
+        code=residency_code("gather/certificate.py", "evidence/certificate.py", "core/manifest.py", "core/lineage.py"),
     output:
         cells.CERT_TABLE,
     params:

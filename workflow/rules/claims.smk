@@ -5,7 +5,7 @@
 import json as _json
 
 from residency import claims as _claims
-from residency import protocol as _protocol
+from residency.claims import protocol as _protocol
 
 CLAIM_IDS = sorted(_claims.REGISTRY)
 MODEL_CLAIM_IDS = _claims.model_claim_ids()
@@ -18,8 +18,8 @@ CLAIM_SETTINGS = _json.dumps(config["claims"], sort_keys=True)
 rule claim:
     input:
         data=lambda w: _claims.input_paths(w.claim_id),
-        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
-                                      "claims/task_runs.py", "pairs.py", "stats.py", "history.py", "protocol.py",
+        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "core/arms.py",
+                                      "claims/task_runs.py", "analysis/pairs.py", "analysis/stats.py", "claims/history.py", "claims/protocol.py",
                                       f"claims/{w.claim_id.lower()}.py", *_claims.code_of(w.claim_id)),
     output:
         "claims/{claim_id}.json",
@@ -42,8 +42,8 @@ rule claim:
 rule claim_sweep:
     input:
         data=lambda w: _claims.input_paths(w.claim_id, f"{cells.SWEEP}/{w.model}"),
-        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "arms.py",
-                                      "stats.py", "history.py", "protocol.py", f"claims/{w.claim_id.lower()}.py",
+        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "core/arms.py",
+                                      "analysis/stats.py", "claims/history.py", "claims/protocol.py", f"claims/{w.claim_id.lower()}.py",
                                       *_claims.code_of(w.claim_id)),
     output:
         f"{cells.SWEEP_CLAIMS}/{{model}}/{{claim_id}}.json",
@@ -66,7 +66,7 @@ rule claim_sweep:
 rule ledger:
     input:
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "history.py"),
+        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "claims/history.py"),
     output:
         CLAIMS_LEDGER,
     log:
@@ -80,7 +80,7 @@ rule ledger:
 rule ledger_sweep:
     input:
         records=expand(f"{cells.SWEEP_CLAIMS}/{{{{model}}}}/{{claim_id}}.json", claim_id=MODEL_CLAIM_IDS),
-        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "history.py"),
+        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "claims/history.py"),
     output:
         f"{cells.SWEEP_CLAIMS}/{{model}}/ledger.json",
     wildcard_constraints:

@@ -6,10 +6,11 @@ import json
 import re
 from functools import partial
 
-from residency import arms, bounded_source, cache_transfer, cells, fault_cells, speculative
+from residency.core import arms
+from residency.campaigns import bounded_source, cache_transfer, cells, fault_cells, speculative
 from residency import claims as residency_claims
-from residency import protocol as residency_protocol
-from residency import tasks as residency_tasks
+from residency.claims import protocol as residency_protocol
+from residency.campaigns import tasks as residency_tasks
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
 RESIDCTL = cells.residctl(config)
@@ -124,7 +125,7 @@ def ms_previous(wildcards):
 
 
 def claim_protocol(claim_id, name=None):
-    """The campaign design the claim's inputs are made under (residency/protocol.py), as the
+    """The campaign design the claim's inputs are made under (residency/claims/protocol.py), as the
     claim's model sees it (the primary unless named: one model's claims do not change with
     the rest of pager_model.models)."""
     view = cells.model_view(config, name)

@@ -4,7 +4,7 @@
 
 import json as _json
 
-from residency import report_pages as _report_pages
+from residency.render import report_pages as _report_pages
 
 REPORT_PAGES = ["results/report/claims.html", "results/report/scope.html"]
 STUDY_PARQUETS = [f"results/{s}.parquet" for s in ("pager_synthetic", "pager_model", "matched_source")]
@@ -14,7 +14,7 @@ rule report_ledger:
     input:
         ledger=CLAIMS_LEDGER,
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("report_pages.py", "claims/reference_values.py", "claims/record.py"),
+        code=residency_code("render/report_pages.py", "claims/reference_values.py", "claims/record.py"),
     output:
         report("results/report/claims.html", caption="../report/claims.rst", category="Claims"),
     log:
@@ -30,7 +30,7 @@ rule report_scope:
         machine="results/machine.json",
         probe="results/probe.json",
         parquets=STUDY_PARQUETS,
-        code=residency_code("report_pages.py"),
+        code=residency_code("render/report_pages.py"),
     output:
         report("results/report/scope.html", caption="../report/scope.rst", category="Machine and scope"),
     params:

@@ -1,5 +1,5 @@
 # The utility tasks (reference 004 A.2, A.4, B; claims C5, C6, C11): each task of the seeded
-# extractive-QA set (residency/tasks.py) runs as one job per cell on the primary model under
+# extractive-QA set (residency/campaigns/tasks.py) runs as one job per cell on the primary model under
 # the harness: the oracle on the resident path (kernel-mmap, no host limit), each control of
 # tasks.controls and the candidate (tasks.arm) at r * T_repr under the candidate's hard limit
 # r * T_repr + O, O calibrated for the task runs' context; then results/tasks.parquet (answers
@@ -96,7 +96,7 @@ rule gather_tasks:
     input:
         runs=residency_tasks.task_runs(config),
         identity=lambda w: pm_model()[1],
-        code=residency_code("gather_tasks.py", "tasks.py", "gather.py", "exactness.py", "lineage.py", "manifest.py"),
+        code=residency_code("gather/tasks.py", "campaigns/tasks.py", "gather/pager.py", "evidence/exactness.py", "core/lineage.py", "core/manifest.py"),
     output:
         residency_tasks.TASK_TABLE,
     params:

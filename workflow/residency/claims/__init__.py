@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import history
-from ..arms import KERNEL_MMAP
-from . import c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
-from .model_runs import MODEL_OPT, MODEL_ROOFLINE, MODEL_RUNS
+from residency.claims import history
+from residency.core.arms import KERNEL_MMAP
+from residency.claims import c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
+from residency.claims.model_runs import MODEL_OPT, MODEL_ROOFLINE, MODEL_RUNS
 
 REGISTRY = {m.ID: m for m in (p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, c1, c2, c3, c4, c5, c6, c7, c8, c9,
                               c10, c11, c12)}
@@ -133,8 +133,8 @@ def ledger_entry(p: Path) -> dict:
     """One record's ledger entry: its digest and verdict, how often it was computed on its
     scope and the verdicts seen there (from the history), so no rerun hides an earlier
     verdict, and the reference's values beside this run's (reference_values.py)."""
-    from ..identity import sha256_file
-    from .reference_values import side_by_side
+    from residency.core.identity import sha256_file
+    from residency.claims.reference_values import side_by_side
 
     doc = json.loads(Path(p).read_text())
     digest = sha256_file(p)

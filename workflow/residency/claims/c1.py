@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from .record import Assertion, ClaimResult, fmt
+from residency.claims.record import Assertion, ClaimResult, fmt
 
 ID = "C1"
 REFERENCE = ("Reference claim C1: Qwen3-Next Q4_K_M at 32K+64 on an RTX 3090 under a hard 11 GiB host cgroup and "

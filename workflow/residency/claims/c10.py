@@ -21,8 +21,8 @@ machine whose storage meets the need the procedure says "advance" and this claim
 
 from __future__ import annotations
 
-from ..arms import DIRECT
-from .record import Assertion, ClaimResult, as_float, as_int, fmt
+from residency.core.arms import DIRECT
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int, fmt
 
 ID = "C10"
 REFERENCE = ("Reference claim C10: the GPT-OSS-20B contiguous pack removed only 4.014% of the direct-service wall "

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from .record import Assertion, ClaimResult, as_float
-from .task_runs import CANDIDATE, column, runs, unfit
+from residency.claims.record import Assertion, ClaimResult, as_float
+from residency.claims.task_runs import CANDIDATE, column, runs, unfit
 
 ID = "C11"
 REFERENCE = ("Reference claim C11 (Appendix B): the published 24,119,299,040-byte Llama-3.3-70B IQ2_M artifact was "

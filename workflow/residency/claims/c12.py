@@ -10,7 +10,7 @@ without a board, so the verdict is insufficient-evidence for it alone.
 
 from __future__ import annotations
 
-from .record import Assertion, ClaimResult, as_int
+from residency.claims.record import Assertion, ClaimResult, as_int
 
 ID = "C12"
 REFERENCE = ("Reference claim C12 (A.3): a deterministic 8,192+32 process schedules 3,384 objects per request "

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 
-from ..arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
-from ..pairs import matched_pairs, overlap_bound, pair_records
-from ..stats import paired_log_ratio
-from .record import Assertion, ClaimResult, as_float, as_int, fmt
-from .source_depth import DEPTH_GUARANTEE
+from residency.core.arms import ASYNC, BUFFERED, DIRECT, ORACLE, PAIRED
+from residency.analysis.pairs import matched_pairs, overlap_bound, pair_records
+from residency.analysis.stats import paired_log_ratio
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int, fmt
+from residency.claims.source_depth import DEPTH_GUARANTEE
 
 ID = "C2"
 REFERENCE = ("Reference claim C2: buffered P completes exactly but reaches the 11 GiB host ceiling and records "

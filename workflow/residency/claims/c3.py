@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from .record import Assertion, ClaimResult
+from residency.claims.record import Assertion, ClaimResult
 
 ID = "C3"
 REFERENCE = ("Reference claim C3: in later fault-instrumented executables, all fourteen prespecified deterministic "

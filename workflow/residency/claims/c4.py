@@ -15,8 +15,8 @@ with only a KV cache: the record says so rather than asserting it.
 
 from __future__ import annotations
 
-from ..speculative import GREEDY, SPECULATIVE
-from .record import Assertion, ClaimResult, as_int, fmt
+from residency.campaigns.speculative import GREEDY, SPECULATIVE
+from residency.claims.record import Assertion, ClaimResult, as_int, fmt
 
 ID = "C4"
 REFERENCE = ("Reference claim C4 (A.1): a canonical Qwen3.6-27B Q4_K_M target and its linear MTP block, an 8,192-token "
@@ -25,7 +25,7 @@ REFERENCE = ("Reference claim C4 (A.1): a canonical Qwen3.6-27B Q4_K_M target an
              "407 accepted draft tokens, 51 fully accepted groups, 12.016 end-to-end tokens/s; 723 full logit rows, "
              "every token and the exposed hybrid state exact against the same-build oracle.")
 INPUTS = {"cells": "results/speculative.parquet"}
-CODE = ("speculative.py",)  # the cell names
+CODE = ("campaigns/speculative.py",)  # the cell names
 HYBRID = ("not applicable: the target is dense; its only state across traversals is the KV cache, whose rejected "
           "positions are removed after each verification (no recurrent state to commit or rebase)")
 

@@ -1,7 +1,7 @@
 """C5 (reference 004 Appendix A.2): utility and cycle time under one hard cap, from
 results/tasks.parquet.
 
-Each task of the project's own seeded extractive-QA set (residency/tasks.py) ran on the
+Each task of the project's own seeded extractive-QA set (residency/campaigns/tasks.py) ran on the
 primary model as its oracle (the resident path, kernel-mmap, no host limit: the exactness
 oracle), its controls and its candidate, the controls and the candidate nonresident under
 the candidate's own hard limit r * T_repr + O. C5's control is the established one, the
@@ -15,8 +15,8 @@ did not run under the candidate's hard limit leaves the record insufficient-evid
 
 from __future__ import annotations
 
-from .record import Assertion, ClaimResult, fmt
-from .task_runs import control_arms, runs, versus
+from residency.claims.record import Assertion, ClaimResult, fmt
+from residency.claims.task_runs import control_arms, runs, versus
 
 ID = "C5"
 REFERENCE = ("Reference claim C5 (A.2): on eight support-preserving, output-blind LongBench-derived QA records "

@@ -15,8 +15,8 @@ candidate's total wall over the tasks below the chosen control's.
 
 from __future__ import annotations
 
-from .record import Assertion, ClaimResult, fmt
-from .task_runs import C6_RULE, arm_summary, column, control_arms, fastest_exact, runs, versus
+from residency.claims.record import Assertion, ClaimResult, fmt
+from residency.claims.task_runs import C6_RULE, arm_summary, column, control_arms, fastest_exact, runs, versus
 
 ID = "C6"
 REFERENCE = ("Reference claim C6 (A.4): 16 complete valid cells of a third Qwen identity on an RTX 3080 Ti "

@@ -23,8 +23,8 @@ show it.
 
 from __future__ import annotations
 
-from ..arms import PAGER_LRU_K, PAGER_ZERO
-from .record import Assertion, ClaimResult, as_int
+from residency.core.arms import PAGER_LRU_K, PAGER_ZERO
+from residency.claims.record import Assertion, ClaimResult, as_int
 
 ID = "C7"
 REFERENCE = ("Reference claim C7 (A.5): Gemma 4's official QAT Q4_0 representation; five prompt pairs compare zero "

@@ -1,5 +1,5 @@
 """C8 (reference 004 §5.5): bounded direct I/O establishes host nonresidency, from
-results/bounded_source.parquet (residency/bounded_source.py).
+results/bounded_source.parquet (residency/campaigns/bounded_source.py).
 
 One matched pair on one model: the buffered source P against the bounded direct source F
 (eight O_DIRECT windows), the same model, cache and scheduler, under one hard host cap
@@ -20,9 +20,9 @@ operating point, as the reference's §5.5.
 
 from __future__ import annotations
 
-from ..arms import ASYNC, BUFFERED
-from .record import Assertion, ClaimResult, as_int, fmt
-from .source_depth import DEPTH_GUARANTEE
+from residency.core.arms import ASYNC, BUFFERED
+from residency.claims.record import Assertion, ClaimResult, as_int, fmt
+from residency.claims.source_depth import DEPTH_GUARANTEE
 
 ID = "C8"
 REFERENCE = ("Reference claim C8 (004 §5.5): a matched Gemma pair replaces the buffered source with the eight-window "

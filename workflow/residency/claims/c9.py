@@ -14,9 +14,9 @@ These are two operating points of one model and build, not a ranking.
 
 from __future__ import annotations
 
-from ..arms import PAGER_DECLARED
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, as_float, fmt
+from residency.core.arms import PAGER_DECLARED
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, as_float, fmt
 
 ID = "C9"
 REFERENCE = ("Reference claim C9: on five software-repository tasks, the aggregate-budget Qwen3-Next path and an "

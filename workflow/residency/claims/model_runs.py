@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .record import as_float
+from residency.claims.record import as_float
 
 MODEL_RUNS = "results/pager_model.parquet"
 MODEL_OPT = "results/pager_model_opt.parquet"

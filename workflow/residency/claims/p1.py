@@ -7,8 +7,8 @@ after the cold pass, in every cell, and read the whole region from storage every
 
 from __future__ import annotations
 
-from ..arms import PAGER_LRU
-from .record import Assertion, ClaimResult, as_float as _f, as_int as _i, fmt as _fmt
+from residency.core.arms import PAGER_LRU
+from residency.claims.record import Assertion, ClaimResult, as_float as _f, as_int as _i, fmt as _fmt
 
 ID = "P1"
 REFERENCE = ("Reference claim 1: on a cyclic layer scan whose working set exceeds the budget, "

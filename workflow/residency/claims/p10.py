@@ -6,9 +6,9 @@ run.json), never a hang; this claim asserts that no arm E run failed, at every r
 
 from __future__ import annotations
 
-from ..arms import PAGER_PREFETCH
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, as_float
+from residency.core.arms import PAGER_PREFETCH
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, as_float
 
 ID = "P10"
 REFERENCE = ("Reference claim 10: the earlier tight-budget livelock (~90x I/O amplification) was two application "

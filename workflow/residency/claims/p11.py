@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-from ..arms import KERNEL_MMAP
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, as_float, as_int
+from residency.core.arms import KERNEL_MMAP
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int
 
 ID = "P11"
 REFERENCE = ("Reference correctness result: byte-identical token sequences, mmap load vs residctl load, 32 "

@@ -14,9 +14,9 @@ and listed, with the reason, in `determinism_excluded`; the byte halves cover ev
 
 from __future__ import annotations
 
-from ..arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, as_int, fmt
+from residency.core.arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, as_int, fmt
 
 ID = "P2"
 REFERENCE = ("Reference claim 2: declaring the layer sequence lets the pager keep the right chunks resident; "

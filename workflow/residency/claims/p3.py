@@ -24,7 +24,7 @@ reported, not asserted.
 
 from __future__ import annotations
 
-from .record import Assertion, ClaimResult, as_int as _i
+from residency.claims.record import Assertion, ClaimResult, as_int as _i
 
 ID = "P3"
 REFERENCE = ("Reference 000 claim 3 (figure 04): without the pager's protection the kernel reclaims the "

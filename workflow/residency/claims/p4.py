@@ -13,8 +13,8 @@ cursor that lags the workload; their D/OPT is reported (`free_running`), not ass
 
 from __future__ import annotations
 
-from ..arms import PAGER_DECLARED
-from .record import Assertion, ClaimResult, as_float, as_int, fmt
+from residency.core.arms import PAGER_DECLARED
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int, fmt
 
 ID = "P4"
 REFERENCE = ("Reference claim 4: D/OPT is exactly 1.00 on the synthetic workload at realistic chunk "

@@ -24,7 +24,7 @@ The record also reports the contrast the data shows: demand fills and misses per
 
 from __future__ import annotations
 
-from .record import Assertion, ClaimResult, as_float, as_int
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int
 
 ID = "P5"
 REFERENCE = ("Reference step 5 (synthetic): the naive 'thread 0 started this chunk' signal races the "

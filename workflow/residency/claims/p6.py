@@ -21,9 +21,9 @@ A half whose ratios the campaign did not run, or whose fault latency cannot be c
 
 from __future__ import annotations
 
-from ..arms import PAGER_DECLARED, PAGER_PREFETCH
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, fmt
+from residency.core.arms import PAGER_DECLARED, PAGER_PREFETCH
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, fmt
 
 ID = "P6"
 REFERENCE = ("Reference claim 6: prefetch (arm E) trades ~4-8% more bytes for ~2x fewer demand faults and lower "

@@ -12,9 +12,9 @@ consumption signal, pager_model.consumption tensor): references, not part of the
 
 from __future__ import annotations
 
-from ..arms import PAGER_DECLARED
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, as_float, as_int, fmt
+from residency.core.arms import PAGER_DECLARED
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int, fmt
 
 ID = "P7"
 REFERENCE = ("Reference claim 7: D/OPT = 1.08-1.13 on the real model (65-pass Belady bound over the "

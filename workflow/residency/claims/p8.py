@@ -6,9 +6,9 @@ included, and handles at least as many demand faults as there are layer transiti
 
 from __future__ import annotations
 
-from ..arms import PAGER_LRU
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, as_float, as_int, fmt
+from residency.core.arms import PAGER_LRU
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, as_float, as_int, fmt
 
 ID = "P8"
 REFERENCE = ("Reference claim 8: the cyclic-scan degeneration happens on a real 3B model through llama.cpp + "

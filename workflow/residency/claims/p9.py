@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import roofline as rl
-from ..arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU, PAGER_PREFETCH
-from . import model_runs as mr
-from .record import Assertion, ClaimResult, fmt
+from residency.analysis import roofline as rl
+from residency.core.arms import KERNEL_MMAP, PAGER_DECLARED, PAGER_LRU, PAGER_PREFETCH
+from residency.claims import model_runs as mr
+from residency.claims.record import Assertion, ClaimResult, fmt
 
 ID = "P9"
 REFERENCE = ("Reference claim 9: give the kernel more budget and tokens/s does not move (arm A ~0.7 and arm C "
@@ -27,7 +27,7 @@ REFERENCE = ("Reference claim 9: give the kernel more budget and tokens/s does n
              "tokens/s rises 1.12 -> 2.85 t/s (2.5x, monotone); all arms sit far below the 13.2 t/s "
              "unconstrained baseline.")
 INPUTS = {"runs": mr.MODEL_RUNS, "opt": mr.MODEL_OPT, "roofline": mr.MODEL_ROOFLINE}
-CODE = ("roofline.py",)
+CODE = ("analysis/roofline.py",)
 KERNEL_ARMS = [KERNEL_MMAP, PAGER_LRU]
 INFORMED_ARMS = [PAGER_DECLARED, PAGER_PREFETCH]
 

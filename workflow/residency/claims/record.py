@@ -18,8 +18,8 @@ from typing import Any
 
 import jsonpointer
 
-from .. import atomic
-from ..identity import sha256_file
+from residency.core import atomic
+from residency.core.identity import sha256_file
 
 SCHEMA_VERSION = 1
 OPS = ("eq", "approx", "lt", "le", "gt", "ge", "all_true")

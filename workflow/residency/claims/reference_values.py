@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import record
+from residency.claims import record
 
 GIB = 1 << 30
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from .record import as_float, as_int
+from residency.claims.record import as_float, as_int
 
 ORACLE, CANDIDATE = "oracle", "candidate"
 C6_RULE = ("the fastest exact control, a rule fixed before the runs: among the tasks.controls arms whose every task "

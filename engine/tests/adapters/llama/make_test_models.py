@@ -1,6 +1,6 @@
 """Writes the tiny GGUFs the generate tests run on (ctest fixture llama_test_models).
 
-Uses the pipeline's own generator (residency.gguf_synth), so nothing binary is checked in:
+Uses the pipeline's own generator (residency.inputs.gguf_synth), so nothing binary is checked in:
 tiny-dense and tiny-moe (llama, as always), and the architecture matrix, one model per name
 `<arch>-<variant>-<tied|untied>-<type>` (engine/CMakeLists.txt's RESID_ARCH_MATRIX): f16 and
 q8_0 are written by the generator; q4_0, q4_k_m and iq4_nl (types llama.cpp repacks on x86
@@ -18,7 +18,7 @@ from pathlib import Path
 # This checkout's pipeline package, whatever the Python has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "workflow"))
 
-from residency import gguf_arch, gguf_synth  # noqa: E402
+from residency.inputs import gguf_arch, gguf_synth  # noqa: E402
 from residency.cli import main  # noqa: E402
 
 SPEC = {

@@ -1,5 +1,5 @@
-"""OPT for a generate run's trace, with the pipeline's own code (residency.trace reads
-trace.bin, residency.belady runs Belady's MIN), for llama_test's D/OPT check.
+"""OPT for a generate run's trace, with the pipeline's own code (residency.core.trace reads
+trace.bin, residency.analysis.belady runs Belady's MIN), for llama_test's D/OPT check.
 
 Usage: python opt_of_trace.py TRACE_BIN CAPACITY_CHUNKS  ->  one JSON line on stdout:
 {"accesses": N, "trace_misses": N, "opt_misses": N}
@@ -12,7 +12,8 @@ from pathlib import Path
 # This checkout's pipeline package, whatever the Python has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "workflow"))
 
-from residency import belady, trace  # noqa: E402
+from residency.analysis import belady
+from residency.core import trace  # noqa: E402
 
 t = trace.read(sys.argv[1])
 ref = t.reference()

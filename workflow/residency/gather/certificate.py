@@ -1,0 +1,64 @@
+"""The certificate's Parquet table (results/certificate.parquet), the input of claim C1:
+one row per certified run, made again from the run directories (the certified run, its
+oracle, the model identity, R_policy), so `verify --deep` can rebuild it. The values the
+claim asserts are columns and the whole record is `certificate_json`; `certificate_sha256`
+is the digest of its serialization, which is the content of certificate.json (checked
+when one is given)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow as pa
+
+from residency.core import atomic, lineage, manifest
+from residency.evidence import certificate
+
+
+def _eq(cert: dict, n: int, key: str):
+    return cert["predicates"]["equations"][n - 1][key]
+
+
+def row(cert: dict, run_dir: str, manifest_sha: str) -> dict:
+    inv, host, gpu = cert["I"], cert["B"]["host"], cert["B"]["gpu"]
+    text = certificate.serialize(cert)
+    r = {"run_dir": run_dir, "manifest_sha256": manifest_sha,
+         "certificate_sha256": hashlib.sha256(text.encode()).hexdigest(),
+         "model": inv["model"].get("path"), "model_sha256": inv["model"]["sha256"],
+         "engine_sha256": (inv.get("engine_identity") or {}).get("engine_sha256"),
+         "t_repr_bytes": inv["t_repr"]["t_repr_bytes"], "s_bytes": inv["s_bytes"],
+         "u_sem_lb_bytes": inv["u_sem_lb"]["u_sem_lb_bytes"], "u_sched_bytes": inv["u_sched"]["u_sched_bytes"],
+         "q_run_physical_bytes": inv["q_run"]["physical_bytes"], "host_grade": cert["A"]["host"],
+         "gpu_grade": cert["A"]["gpu"], "limit_bytes": host["h_cap_bytes"], "peak_bytes": host["peak_bytes"],
+         "headroom_bytes": host["headroom_bytes"], "g_decl_bytes": gpu["g_decl_bytes"],
+         "g_phys_bytes": gpu["g_phys_bytes"], "exact": cert["E"]["exact"], "horizon": cert["E"]["horizon"]["outputs"],
+         "certificate_json": text}
+    for n in (1, 2, 3):
+        r[f"eq{n}_margin_bytes"] = _eq(cert, n, "margin_bytes")
+    return r
+
+
+def certificate_table(lin: dict) -> pa.Table:
+    """The table a certificate lineage describes, made again from its run directories."""
+    rows = []
+    for run_dir in lin["run_dirs"]:
+        sha, _ = manifest.verified(run_dir)
+        manifest.verified(lin["oracle"])
+        cert = certificate.build(run_dir, lin["oracle"], lin["identity"], lin["reserve_bytes"])
+        rows.append(row(cert, str(run_dir), sha))
+    return pa.Table.from_pylist(rows)
+
+
+def gather_certificate(run_dir: str, oracle_dir: str, model_identity: str, reserve_bytes: int, out: str,
+                       record: str | None = None) -> pa.Table:
+    ident = json.loads(Path(model_identity).read_text())
+    lin = {"kind": "gather", "study": "certificate", "run_dirs": [str(run_dir)], "oracle": str(oracle_dir),
+           "identity": {k: ident.get(k) for k in ("path", "sha256", "bytes")}, "reserve_bytes": int(reserve_bytes)}
+    t = certificate_table(lin)
+    if record is not None and Path(record).read_text() != t.column("certificate_json")[0].as_py():
+        raise ValueError(f"{record}: not the record its run directories give (rebuild it)")
+    t = lineage.attach(t, lin)
+    atomic.write_parquet(out, t)
+    return t
