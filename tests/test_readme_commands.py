@@ -78,13 +78,14 @@ def how_to_run(cmd: str, work: Path) -> tuple[str, Path]:
         return _dry(cmd), work
     if cmd.startswith("make "):
         return f"make -n {cmd[5:]}", ROOT  # the target exists and its recipe expands
-    if cmd.startswith("residency summary ") and cmd.endswith("README.md"):
-        # The campaign's own README: a copy of the repository's, its measured section rewritten
-        # from the campaign's records first, so --check has a section that matches to find.
-        readme = work / "README.md"
-        if not readme.exists():
-            readme.write_text(README.read_text())
-        return ("residency summary --update README.md && " + cmd if "--check" in cmd else cmd), work
+    if cmd.startswith("residency summary ") and cmd.endswith("docs/results.md"):
+        # The campaign's own results page: a copy of the repository's, its measured section
+        # rewritten from the campaign's records first, so --check has a section that matches.
+        results = work / "docs" / "results.md"
+        if not results.exists():
+            results.parent.mkdir(exist_ok=True)
+            results.write_text((ROOT / "docs" / "results.md").read_text())
+        return ("residency summary --update docs/results.md && " + cmd if "--check" in cmd else cmd), work
     if cmd.startswith("residency "):
         return cmd, work
     if cmd == ". .venv/bin/activate":

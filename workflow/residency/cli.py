@@ -6,7 +6,9 @@ Errors are one line on stderr and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -69,54 +71,116 @@ def _cmd_region_identity(a) -> int:
 
 
 def _cmd_gather(a) -> int:
-    from residency.gather import pager as gather
-
-    if a.study == "certificate":
-        from residency.gather.certificate import gather_certificate
-
-        _need(a, "oracle", "model_identity", "reserve_bytes")
-        t = gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
-    elif a.study in ("faults", "reset-warm"):
-        from residency.gather import faults as gf
-
-        if a.study == "faults":
-            _need(a, "prespecified")
-            t = gf.gather_faults(a.run_dirs, json.loads(a.prespecified), a.out)
-        else:
-            _need(a, "oracle")
-            t = gf.gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
-    elif a.study == "tasks":
-        from residency.gather.tasks import gather_tasks
-
-        _need(a, "tasks", "model_identity")
-        spec = json.loads(a.tasks)
-        t = gather_tasks(a.run_dirs, spec["seed"], spec["n"], a.model_identity, a.out)
-    elif a.study == "cache-transfer":
-        from residency.gather.cache_transfer import gather_cache_transfer
-
-        t = gather_cache_transfer(a.run_dirs, a.out)
-    elif a.study == "pager-model-roofline":
-        from residency.gather.roofline import gather_roofline
-
-        t = gather_roofline(a.run_dirs, a.out)
-    elif a.study == "speculative":
-        from residency.gather.speculative import gather_speculative
-
-        _need(a, "draft_identity")
-        t = gather_speculative(a.run_dirs, a.draft_identity, a.out)
-    elif a.study in ("pager-synthetic", "reclaim"):
-        _need(a, "region_identity")
-        if a.study == "reclaim":
-            from residency.gather.reclaim import gather_reclaim as fn
-        else:
-            fn = gather.gather_pager_synthetic
-        t = fn(a.run_dirs, a.region_identity, a.out, a.llama_identity)
-    else:
-        _need(a, "oracle", "model_identity")
-        fn = gather.gather_pager_model if a.study == "pager-model" else gather.gather_matched_source
-        t = fn(a.run_dirs, a.oracle, a.model_identity, a.out, a.llama_identity)
+    t = _handler("gather", a.study)(a)
     print(f"residency gather: {t.num_rows} runs -> {a.out}", file=sys.stderr)
     return 0
+
+
+def _handler(command: str, choice: str):
+    """The function that runs `residency COMMAND CHOICE`: _COMMAND_CHOICE (code_of reads the
+    same name, so an output's code inputs are what its command runs)."""
+    return globals()[f"_{command}_{choice}".replace("-", "_")]
+
+
+def _gather_certificate(a):
+    from residency.gather.certificate import gather_certificate
+
+    _need(a, "oracle", "model_identity", "reserve_bytes")
+    return gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
+
+
+def _gather_faults(a):
+    from residency.gather.faults import gather_faults
+
+    _need(a, "prespecified")
+    return gather_faults(a.run_dirs, json.loads(a.prespecified), a.out)
+
+
+def _gather_reset_warm(a):
+    from residency.gather.faults import gather_reset_warm
+
+    _need(a, "oracle")
+    return gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
+
+
+def _gather_tasks(a):
+    from residency.gather.tasks import gather_tasks
+
+    _need(a, "tasks", "model_identity")
+    spec = json.loads(a.tasks)
+    return gather_tasks(a.run_dirs, spec["seed"], spec["n"], a.model_identity, a.out)
+
+
+def _gather_cache_transfer(a):
+    from residency.gather.cache_transfer import gather_cache_transfer
+
+    return gather_cache_transfer(a.run_dirs, a.out)
+
+
+def _gather_pager_model_roofline(a):
+    from residency.gather.roofline import gather_roofline
+
+    return gather_roofline(a.run_dirs, a.out)
+
+
+def _gather_speculative(a):
+    from residency.gather.speculative import gather_speculative
+
+    _need(a, "draft_identity")
+    return gather_speculative(a.run_dirs, a.draft_identity, a.out)
+
+
+def _gather_reclaim(a):
+    from residency.gather.reclaim import gather_reclaim
+
+    _need(a, "region_identity")
+    return gather_reclaim(a.run_dirs, a.region_identity, a.out, a.llama_identity)
+
+
+def _gather_pager_synthetic(a):
+    from residency.gather.pager import gather_pager_synthetic
+
+    _need(a, "region_identity")
+    return gather_pager_synthetic(a.run_dirs, a.region_identity, a.out, a.llama_identity)
+
+
+def _gather_pager_model(a):
+    from residency.gather.pager import gather_pager_model
+
+    _need(a, "oracle", "model_identity")
+    return gather_pager_model(a.run_dirs, a.oracle, a.model_identity, a.out, a.llama_identity)
+
+
+def _gather_matched_source(a):
+    from residency.gather.pager import gather_matched_source
+
+    _need(a, "oracle", "model_identity")
+    return gather_matched_source(a.run_dirs, a.oracle, a.model_identity, a.out, a.llama_identity)
+
+
+# Commands whose subcommands and handlers live in their own module (register(sub)).
+REGISTERED_BY = {"model": "residency.inputs.models_cli", "premise": "residency.evidence.premise"}
+CLAIM_MODULE = re.compile(r"^residency\.claims\.[cp]\d+$")
+
+
+def code_of(command: str, choice: str | None = None) -> list[str]:
+    """The source files `residency COMMAND [CHOICE]` can execute (core.imports: the modules
+    its handler imports and everything they import): an output's Snakemake `code` inputs.
+    A claim's are its own module's, not its siblings' (the registry imports them all)."""
+    from residency.core import imports
+
+    cli = "residency.cli"
+    if command in REGISTERED_BY:
+        entries = {REGISTERED_BY[command]}
+    elif choice and f"_{command}_{choice}".replace("-", "_") in globals():
+        entries = imports.function_imports(cli, f"_{command}_{choice}".replace("-", "_"))
+    else:
+        entries = imports.function_imports(cli, f"_cmd_{command.replace('-', '_')}")
+    own = f"residency.claims.{choice.lower()}" if command == "claim" and choice else None
+    if own:
+        entries |= {own}
+    skip = lambda a, b: a == "residency.claims" and bool(CLAIM_MODULE.match(b)) and b != own  # noqa: E731
+    return imports.files(imports.closure(entries, skip))
 
 
 def _need(a, *names) -> None:
@@ -150,57 +214,95 @@ def _cmd_figure(a) -> int:
 
 
 def _cmd_table(a) -> int:
+    if a.table != "models" and not a.runs:
+        raise SystemExit(f"residency: error: table {a.table} needs --runs")
+    _handler("table", a.table)(a)
+    return 0
+
+
+def _table_models(a):
     from residency.render import tables
 
-    if a.table == "models":
-        if not a.models:
-            raise SystemExit("residency: error: table models needs --models (a JSON list of models)")
-        tables.models_summary(json.loads(a.models), a.out_stem)
-        return 0
-    if not a.runs:
-        raise SystemExit(f"residency: error: table {a.table} needs --runs")
-    if a.table in ("table11-claim-map", "reference-values"):
-        from residency.render import tables_ledger as tl
+    if not a.models:
+        raise SystemExit("residency: error: table models needs --models (a JSON list of models)")
+    tables.models_summary(json.loads(a.models), a.out_stem)
 
-        (tl.table11_claim_map if a.table == "table11-claim-map" else tl.reference_values_table)(a.runs, a.out_stem)
-        return 0
-    if a.table in ("table4-identity", "table7-faults"):
-        from residency.render import tables_faults as tf
 
-        if a.table == "table7-faults":
-            tf.table7_faults(a.runs, a.out_stem)
-        else:
-            parts = a.runs.split(",")
-            if len(parts) != 5:
-                raise SystemExit("residency: error: table table4-identity needs --runs "
-                                 "CERTIFICATE,MATCHED,BOUNDED,FAULTS,WARM "
-                                 f"(five Parquet tables, comma-separated; got {len(parts)})")
-            tf.table4_identity(*parts, a.out_stem)
-        return 0
-    if a.table == "table9-populations":
-        from residency.render.tables_appendix import table9_populations
+def _table_table11_claim_map(a):
+    from residency.render.tables_ledger import table11_claim_map
 
-        table9_populations(a.runs.split(","), a.out_stem)
-        return 0
-    if a.table in ("table1-obligations", "table3-principal", "table5-certificate", "table10-negative-results"):
-        from residency.render import tables_certificate as tc
+    table11_claim_map(a.runs, a.out_stem)
 
-        if a.table == "table1-obligations":
-            tc.table1_obligations(a.runs, a.out_stem)
-        elif a.table == "table3-principal":
-            tc.table3_principal(a.runs.split(","), a.out_stem)
-        elif a.table == "table10-negative-results":
-            tc.table10_negative(a.runs.split(","), a.out_stem)
-        else:
-            tc.table5_certificate(a.runs, a.out_stem)
-        return 0
-    if a.table == "pager-model":
-        tables.pager_model_summary(a.runs, a.opt, a.out_stem, roofline=a.roofline)
-        return 0
-    make = {"pager-synthetic": tables.pager_synthetic_summary,
-            "table6-matched-pairs": tables.table6_matched_pairs}[a.table]
-    make(a.runs, a.opt, a.out_stem)
-    return 0
+
+def _table_reference_values(a):
+    from residency.render.tables_ledger import reference_values_table
+
+    reference_values_table(a.runs, a.out_stem)
+
+
+def _table_table7_faults(a):
+    from residency.render.tables_faults import table7_faults
+
+    table7_faults(a.runs, a.out_stem)
+
+
+def _table_table4_identity(a):
+    from residency.render.tables_faults import table4_identity
+
+    parts = a.runs.split(",")
+    if len(parts) != 5:
+        raise SystemExit("residency: error: table table4-identity needs --runs "
+                         "CERTIFICATE,MATCHED,BOUNDED,FAULTS,WARM "
+                         f"(five Parquet tables, comma-separated; got {len(parts)})")
+    table4_identity(*parts, a.out_stem)
+
+
+def _table_table9_populations(a):
+    from residency.render.tables_appendix import table9_populations
+
+    table9_populations(a.runs.split(","), a.out_stem)
+
+
+def _table_table1_obligations(a):
+    from residency.render.tables_certificate import table1_obligations
+
+    table1_obligations(a.runs, a.out_stem)
+
+
+def _table_table3_principal(a):
+    from residency.render.tables_certificate import table3_principal
+
+    table3_principal(a.runs.split(","), a.out_stem)
+
+
+def _table_table10_negative_results(a):
+    from residency.render.tables_certificate import table10_negative
+
+    table10_negative(a.runs.split(","), a.out_stem)
+
+
+def _table_table5_certificate(a):
+    from residency.render.tables_certificate import table5_certificate
+
+    table5_certificate(a.runs, a.out_stem)
+
+
+def _table_pager_model(a):
+    from residency.render.tables import pager_model_summary
+
+    pager_model_summary(a.runs, a.opt, a.out_stem, roofline=a.roofline)
+
+
+def _table_pager_synthetic(a):
+    from residency.render.tables import pager_synthetic_summary
+
+    pager_synthetic_summary(a.runs, a.opt, a.out_stem)
+
+
+def _table_table6_matched_pairs(a):
+    from residency.render.tables import table6_matched_pairs
+
+    table6_matched_pairs(a.runs, a.opt, a.out_stem)
 
 
 def _cmd_certificate(a) -> int:
@@ -474,13 +576,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--model", help=SWEEP_MODEL_HELP)
     s.set_defaults(func=_cmd_replay)
 
-    s = sub.add_parser("summary", help="the README's measured section from the claim records (Markdown)")
+    s = sub.add_parser("summary", help="the measured section (docs/results.md) from the claim records (Markdown)")
     s.add_argument("--root", default=".")
     out = s.add_mutually_exclusive_group()
     out.add_argument("--out", default=None, help="write it to this file (default: standard output)")
-    out.add_argument("--check", metavar="README", default=None,
-                     help="exit 1 when README's generated section differs from the records")
-    out.add_argument("--update", metavar="README", default=None, help="rewrite README's generated section")
+    out.add_argument("--check", metavar="PAGE", default=None,
+                     help="exit 1 when PAGE's generated section (docs/results.md) differs from the records")
+    out.add_argument("--update", metavar="PAGE", default=None, help="rewrite PAGE's generated section")
     s.set_defaults(func=_cmd_summary)
 
     s = sub.add_parser("report-page", help="an HTML page of the Snakemake report: the claim ledger or the scope")
@@ -493,11 +595,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parquet", action="append", default=[], help="scope: a study's Parquet table (repeatable)")
     s.set_defaults(func=_cmd_report_page)
 
-    from residency.inputs import models_cli
-    from residency.evidence import premise
-
-    models_cli.register(sub)
-    premise.register(sub)
+    for module in REGISTERED_BY.values():
+        importlib.import_module(module).register(sub)
     return p
 
 

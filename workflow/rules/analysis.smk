@@ -4,7 +4,7 @@
 rule analyse_pager_synthetic:
     input:
         runs="results/pager_synthetic.parquet",
-        code=residency_code("analysis/opt.py", "core/lineage.py", "core/arms.py", "analysis/belady.py", "core/trace.py"),
+        code=residency_code("analyse", "pager-synthetic"),
     output:
         opt="results/pager_synthetic_opt.parquet",
         determinism="results/pager_synthetic_determinism.parquet",
@@ -19,7 +19,7 @@ rule analyse_pager_synthetic:
 rule analyse_pager_model:
     input:
         runs="results/pager_model.parquet",
-        code=residency_code("analysis/opt.py", "core/lineage.py", "core/arms.py", "analysis/belady.py", "core/trace.py", "evidence/tensor_reference.py"),
+        code=residency_code("analyse", "pager-model"),
     output:
         opt="results/pager_model_opt.parquet",
     log:
@@ -33,7 +33,7 @@ rule analyse_pager_model:
 use rule analyse_pager_model as analyse_pager_model_sweep with:
     input:
         runs=f"{cells.SWEEP}/{{model}}/pager_model.parquet",
-        code=residency_code("analysis/opt.py", "core/lineage.py", "core/arms.py", "analysis/belady.py", "core/trace.py", "evidence/tensor_reference.py"),
+        code=residency_code("analyse", "pager-model"),
     output:
         opt=f"{cells.SWEEP}/{{model}}/pager_model_opt.parquet",
     wildcard_constraints:

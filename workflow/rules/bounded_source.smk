@@ -57,7 +57,7 @@ rule bounded_source_premise:
         inventory=BS_INVENTORY,
         overhead="results/calibration/bounded_source.json",
         natural=bounded_source.cell_run(bounded_source.NATURAL),
-        code=residency_code("evidence/premise.py"),
+        code=residency_code("premise", "bounded-source"),
     output:
         f"{bounded_source.RUNS}/premise.json",
     params:
@@ -110,7 +110,7 @@ rule gather_bounded_source:
         runs=bounded_source.runs(),
         identity=BS_IDENTITY,
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather/pager.py", "core/manifest.py", "core/lineage.py", "core/arms.py", "evidence/exactness.py", "inputs/llama_build.py"),
+        code=residency_code("gather", "matched-source"),
     output:
         bounded_source.TABLE,
     params:

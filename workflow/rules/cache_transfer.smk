@@ -43,8 +43,7 @@ rule cache_transfer_cell:
 rule gather_cache_transfer:
     input:
         runs=cache_transfer.runs(config),
-        code=residency_code("gather/cache_transfer.py", "gather/pager.py", "evidence/exactness.py", "core/lineage.py", "core/manifest.py",
-                            "core/trace.py"),
+        code=residency_code("gather", "cache-transfer"),
     output:
         cache_transfer.TABLE,
     params:

@@ -38,8 +38,7 @@ rule certificate_record:
     input:
         runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
         identity=CERT_IDENTITY,
-        code=residency_code("evidence/certificate.py", "evidence/demand.py", "evidence/extents.py", "evidence/traffic.py", "evidence/predicates.py",
-                            "evidence/exactness.py", "run/nvml.py"),
+        code=residency_code("certificate"),
     output:
         cells.cert_record(),
     params:
@@ -60,7 +59,7 @@ rule gather_certificate:
         runs=[cells.cert_run(c) for c in cells.CERT_CELLS],
         identity=CERT_IDENTITY,
         record=cells.cert_record(),
-        code=residency_code("gather/certificate.py", "evidence/certificate.py", "core/manifest.py", "core/lineage.py"),
+        code=residency_code("gather", "certificate"),
     output:
         cells.CERT_TABLE,
     params:

@@ -18,9 +18,7 @@ CLAIM_SETTINGS = _json.dumps(config["claims"], sort_keys=True)
 rule claim:
     input:
         data=lambda w: _claims.input_paths(w.claim_id),
-        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "core/arms.py",
-                                      "claims/task_runs.py", "analysis/pairs.py", "analysis/stats.py", "claims/history.py", "claims/protocol.py",
-                                      f"claims/{w.claim_id.lower()}.py", *_claims.code_of(w.claim_id)),
+        code=lambda w: residency_code("claim", w.claim_id),
     output:
         "claims/{claim_id}.json",
     wildcard_constraints:
@@ -42,9 +40,7 @@ rule claim:
 rule claim_sweep:
     input:
         data=lambda w: _claims.input_paths(w.claim_id, f"{cells.SWEEP}/{w.model}"),
-        code=lambda w: residency_code("claims/__init__.py", "claims/record.py", "claims/model_runs.py", "core/arms.py",
-                                      "analysis/stats.py", "claims/history.py", "claims/protocol.py", f"claims/{w.claim_id.lower()}.py",
-                                      *_claims.code_of(w.claim_id)),
+        code=lambda w: residency_code("claim", w.claim_id),
     output:
         f"{cells.SWEEP_CLAIMS}/{{model}}/{{claim_id}}.json",
     wildcard_constraints:
@@ -66,7 +62,7 @@ rule claim_sweep:
 rule ledger:
     input:
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "claims/history.py"),
+        code=residency_code("ledger"),
     output:
         CLAIMS_LEDGER,
     log:
@@ -80,7 +76,7 @@ rule ledger:
 rule ledger_sweep:
     input:
         records=expand(f"{cells.SWEEP_CLAIMS}/{{{{model}}}}/{{claim_id}}.json", claim_id=MODEL_CLAIM_IDS),
-        code=residency_code("claims/__init__.py", "claims/reference_values.py", "claims/record.py", "claims/history.py"),
+        code=residency_code("ledger"),
     output:
         f"{cells.SWEEP_CLAIMS}/{{model}}/ledger.json",
     wildcard_constraints:

@@ -9,19 +9,19 @@ from functools import partial
 from residency.core import arms
 from residency.campaigns import bounded_source, cache_transfer, cells, fault_cells, speculative
 from residency import claims as residency_claims
+from residency import cli as residency_cli
 from residency.claims import protocol as residency_protocol
 from residency.campaigns import tasks as residency_tasks
 
 CONDA_ENV = "../../environment.yml"  # relative to the rule files; used with --sdm conda
 RESIDCTL = cells.residctl(config)
 LOGS = cells.LOGS
-RESIDENCY_SRC = str(Path(workflow.basedir) / "workflow" / "residency")
 
 
-def residency_code(*modules):
-    """Source files of the residency package a derived output depends on: changing how a
-    number is computed remakes it."""
-    return [f"{RESIDENCY_SRC}/{m}" for m in modules]
+def residency_code(command, choice=None):
+    """The source files an output's command can execute (residency.cli.code_of, from the
+    package's import graph): a change in any of them remakes the output, and no other does."""
+    return residency_cli.code_of(command, choice)
 
 
 ratio_str = cells.ratio_str

@@ -38,8 +38,7 @@ rule fault_cell:
 rule gather_faults:
     input:
         runs=fault_cells.fault_runs(config),
-        code=residency_code("gather/faults.py", "evidence/fault_validators.py", "gather/pager.py", "evidence/exactness.py", "core/trace.py",
-                            "core/lineage.py", "core/manifest.py"),
+        code=residency_code("gather", "faults"),
     output:
         fault_cells.FAULT_TABLE,
     params:
@@ -57,7 +56,7 @@ rule gather_reset_warm:
     input:
         run=fault_cells.warm_run(config),
         oracle=fault_cells.cell_run(FAULT_ADAPTERS[0], fault_cells.ORACLE),
-        code=residency_code("gather/faults.py", "gather/pager.py", "evidence/exactness.py", "core/lineage.py", "core/manifest.py"),
+        code=residency_code("gather", "reset-warm"),
     output:
         fault_cells.WARM_TABLE,
     params:

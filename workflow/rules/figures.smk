@@ -12,7 +12,7 @@ rule figure_02:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
-        code=residency_code("render/figures.py", "core/arms.py"),
+        code=residency_code("figure", "02"),
     output:
         report("figures/02-miss-rate-vs-optimal.png", caption="../report/figure-02.rst", category="Figures",
                subcategory="pager study, synthetic"),
@@ -32,7 +32,7 @@ rule figure_model:
         runs="results/pager_model.parquet",
         opt="results/pager_model_opt.parquet",
         roofline="results/pager_model_roofline.parquet",
-        code=residency_code("render/figures.py", "core/arms.py", "analysis/roofline.py"),
+        code=residency_code("figure"),
     output:
         report("figures/{number}-{name}.png", caption="../report/figure-model.rst", category="Figures",
                subcategory="pager study, real model"),
@@ -53,7 +53,7 @@ rule figure_model:
 rule figure_08:
     input:
         runs="results/matched_source.parquet",
-        code=residency_code("render/figures.py", "core/arms.py", "analysis/pairs.py", "analysis/stats.py"),
+        code=residency_code("figure", "08"),
     output:
         report("figures/08-matched-source-pairs.png", caption="../report/figure-08.rst", category="Figures",
                subcategory="matched source campaign"),
@@ -71,7 +71,7 @@ rule figure_08:
 rule figure_04:
     input:
         runs="results/reclaim.parquet",
-        code=residency_code("render/figures.py"),
+        code=residency_code("figure", "04"),
     output:
         "figures/04-reclaim-authority.png",
         "figures/04-reclaim-authority.pdf",

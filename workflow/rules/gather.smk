@@ -7,7 +7,7 @@ rule gather_pager_synthetic:
         region=REGION_IDENTITY,
         llama=LLAMA_IDENTITY,
         probe="results/probe.json",
-        code=residency_code("gather/pager.py", "core/manifest.py", "core/lineage.py", "core/arms.py", "core/trace.py", "inputs/llama_build.py"),
+        code=residency_code("gather", "pager-synthetic"),
     output:
         "results/pager_synthetic.parquet",
     params:
@@ -26,7 +26,7 @@ rule gather_pager_model:
         runs=lambda w: cells.pm_cells(mv(w)) + cells.pm_baselines(mv(w)),
         identity=lambda w: cells.pm_model(mv(w))[1],
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather/pager.py", "core/manifest.py", "core/lineage.py", "core/arms.py", "evidence/exactness.py", "core/trace.py", "inputs/llama_build.py"),
+        code=residency_code("gather", "pager-model"),
     output:
         "results/pager_model.parquet",
     params:
@@ -55,7 +55,7 @@ use rule gather_pager_model as gather_pager_model_sweep with:
 rule gather_pager_model_roofline:
     input:
         runs=lambda w: cells.pm_roofline_runs(mv(w)),
-        code=residency_code("analysis/roofline.py", "gather/pager.py", "core/manifest.py", "core/lineage.py"),
+        code=residency_code("gather", "pager-model-roofline"),
     output:
         "results/pager_model_roofline.parquet",
     params:
@@ -82,7 +82,7 @@ rule gather_matched_source:
         runs=MS_CELLS,
         identity=lambda w: pm_model()[1],
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather/pager.py", "core/manifest.py", "core/lineage.py", "core/arms.py", "evidence/exactness.py", "inputs/llama_build.py"),
+        code=residency_code("gather", "matched-source"),
     output:
         "results/matched_source.parquet",
     params:
@@ -102,7 +102,7 @@ rule gather_reclaim:
         runs=RECLAIM_CELLS,
         region=REGION_IDENTITY,
         llama=LLAMA_IDENTITY,
-        code=residency_code("gather/pager.py", "gather/reclaim.py", "core/manifest.py", "core/lineage.py", "core/arms.py", "inputs/llama_build.py"),
+        code=residency_code("gather", "reclaim"),
     output:
         "results/reclaim.parquet",
     params:

@@ -10,7 +10,7 @@ rule matched_source_premise:
     input:
         inventory=lambda w: pm_model()[2],
         overhead=f"results/calibration/pager_model-{PM_NAME}.json",
-        code=residency_code("evidence/premise.py"),
+        code=residency_code("premise", "matched-source"),
     output:
         cells.ms_premise(config),
     params:

@@ -14,7 +14,7 @@ rule report_ledger:
     input:
         ledger=CLAIMS_LEDGER,
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("render/report_pages.py", "claims/reference_values.py", "claims/record.py"),
+        code=residency_code("report-page", "ledger"),
     output:
         report("results/report/claims.html", caption="../report/claims.rst", category="Claims"),
     log:
@@ -30,7 +30,7 @@ rule report_scope:
         machine="results/machine.json",
         probe="results/probe.json",
         parquets=STUDY_PARQUETS,
-        code=residency_code("render/report_pages.py"),
+        code=residency_code("report-page", "scope"),
     output:
         report("results/report/scope.html", caption="../report/scope.rst", category="Machine and scope"),
     params:

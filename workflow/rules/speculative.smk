@@ -63,7 +63,7 @@ rule gather_speculative:
     input:
         runs=speculative.runs(),
         draft_identity=SPEC_DRAFT_IDENTITY,
-        code=residency_code("gather/speculative.py", "gather/pager.py", "evidence/exactness.py", "core/lineage.py", "core/manifest.py"),
+        code=residency_code("gather", "speculative"),
     output:
         speculative.TABLE,
     params:

@@ -19,7 +19,7 @@ rule table_pager_synthetic:
     input:
         runs="results/pager_synthetic.parquet",
         opt="results/pager_synthetic_opt.parquet",
-        code=residency_code("render/tables.py", "core/arms.py"),
+        code=residency_code("table", "pager-synthetic"),
     output:
         table_outputs("pager-synthetic"),
     params:
@@ -37,7 +37,7 @@ rule table_pager_model:
         runs="results/pager_model.parquet",
         opt="results/pager_model_opt.parquet",
         roofline="results/pager_model_roofline.parquet",
-        code=residency_code("render/tables.py", "core/arms.py", "analysis/roofline.py"),
+        code=residency_code("table", "pager-model"),
     output:
         table_outputs("pager-model"),
     params:
@@ -56,7 +56,7 @@ use rule table_pager_model as table_pager_model_sweep with:
         runs=f"{cells.SWEEP}/{{model}}/pager_model.parquet",
         opt=f"{cells.SWEEP}/{{model}}/pager_model_opt.parquet",
         roofline=f"{cells.SWEEP}/{{model}}/pager_model_roofline.parquet",
-        code=residency_code("render/tables.py", "core/arms.py", "analysis/roofline.py"),
+        code=residency_code("table", "pager-model"),
     output:
         [f"{cells.SWEEP}/{{model}}/tables/pager-model.{ext}" for ext in ("csv", "md", "tex")],
     wildcard_constraints:
@@ -68,7 +68,7 @@ use rule table_pager_model as table_pager_model_sweep with:
 rule table6_matched_pairs:
     input:
         runs="results/matched_source.parquet",
-        code=residency_code("render/tables.py", "core/arms.py", "analysis/pairs.py", "analysis/stats.py"),
+        code=residency_code("table", "table6-matched-pairs"),
     output:
         table_outputs("table6-matched-pairs"),
     params:
@@ -84,7 +84,7 @@ rule table6_matched_pairs:
 rule table3_principal:
     input:
         records=TABLE3_CLAIMS,
-        code=residency_code("render/tables.py", "render/tables_certificate.py"),
+        code=residency_code("table", "table3-principal"),
     output:
         table_outputs("table3-principal"),
     params:
@@ -103,7 +103,7 @@ rule table3_principal:
 use rule table3_principal as table10_negative_results with:
     input:
         records=TABLE10_CLAIMS,
-        code=residency_code("render/tables.py", "render/tables_certificate.py"),
+        code=residency_code("table", "table10-negative-results"),
     output:
         table_outputs("table10-negative-results"),
     params:
@@ -119,7 +119,7 @@ rule table9_populations:
     input:
         records=TABLE9_CLAIMS,
         data=sorted({p for c in TABLE9_CLAIMS for p in _claims.inputs_of(Path(c).stem).values()}),
-        code=residency_code("render/tables.py", "render/tables_appendix.py"),
+        code=residency_code("table", "table9-populations"),
     output:
         table_outputs("table9-populations"),
     params:
@@ -136,7 +136,7 @@ rule table9_populations:
 rule table5_certificate:
     input:
         record=cells.cert_record(),
-        code=residency_code("render/tables.py", "render/tables_certificate.py"),
+        code=residency_code("table", "table5-certificate"),
     output:
         table_outputs("table5-certificate"),
     params:
@@ -153,7 +153,7 @@ rule table_models:
     # One row per model of pager_model.models (the primary first): its Parquet, inventory and claims.
     input:
         data=[p for m in SWEEP_MODELS for p in (m["runs"], m["opt"], m["inventory"], *m["claims"])],
-        code=residency_code("render/tables.py", "core/arms.py"),
+        code=residency_code("table", "models"),
     output:
         table_outputs("models"),
     params:
@@ -171,7 +171,7 @@ rule table4_identity:
     input:
         runs=[cells.CERT_TABLE, "results/matched_source.parquet", "results/bounded_source.parquet",
               fault_cells.FAULT_TABLE, fault_cells.WARM_TABLE],
-        code=residency_code("render/tables.py", "render/tables_faults.py"),
+        code=residency_code("table", "table4-identity"),
     output:
         table_outputs("table4-identity"),
     params:
@@ -188,7 +188,7 @@ rule table4_identity:
 rule table7_faults:
     input:
         runs=fault_cells.FAULT_TABLE,
-        code=residency_code("render/tables.py", "render/tables_faults.py"),
+        code=residency_code("table", "table7-faults"),
     output:
         table_outputs("table7-faults"),
     params:
@@ -206,7 +206,7 @@ rule table7_faults:
 rule table1_obligations:
     input:
         runs=cells.CERT_TABLE,
-        code=residency_code("render/tables.py", "render/tables_certificate.py"),
+        code=residency_code("table", "table1-obligations"),
     output:
         table_outputs("table1-obligations"),
     params:
@@ -225,8 +225,7 @@ rule table11_claim_map:
     input:
         ledger=CLAIMS_LEDGER,
         records=expand("claims/{claim_id}.json", claim_id=CLAIM_IDS),
-        code=residency_code("render/tables.py", "render/tables_ledger.py", "claims/reference_values.py", "claims/record.py",
-                            "core/identity.py"),
+        code=residency_code("table", "table11-claim-map"),
     output:
         table_outputs("table11-claim-map"),
     params:

@@ -96,7 +96,7 @@ rule gather_tasks:
     input:
         runs=residency_tasks.task_runs(config),
         identity=lambda w: pm_model()[1],
-        code=residency_code("gather/tasks.py", "campaigns/tasks.py", "gather/pager.py", "evidence/exactness.py", "core/lineage.py", "core/manifest.py"),
+        code=residency_code("gather", "tasks"),
     output:
         residency_tasks.TASK_TABLE,
     params:

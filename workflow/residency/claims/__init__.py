@@ -34,12 +34,6 @@ def module(claim_id: str):
 MODEL_INPUTS = (MODEL_RUNS, MODEL_OPT, MODEL_ROOFLINE)
 
 
-def code_of(claim_id: str) -> list[str]:
-    """The residency modules beyond claims/ a claim's computation imports (its module's CODE),
-    so a change there makes the claim again."""
-    return list(getattr(module(claim_id), "CODE", ()))
-
-
 def model_claim_ids() -> list[str]:
     """The claims made from the real-model study alone: every model of the sweep gets its own."""
     return sorted(i for i, m in REGISTRY.items() if set(m.INPUTS.values()) <= set(MODEL_INPUTS))

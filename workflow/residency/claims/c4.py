@@ -25,7 +25,6 @@ REFERENCE = ("Reference claim C4 (A.1): a canonical Qwen3.6-27B Q4_K_M target an
              "407 accepted draft tokens, 51 fully accepted groups, 12.016 end-to-end tokens/s; 723 full logit rows, "
              "every token and the exposed hybrid state exact against the same-build oracle.")
 INPUTS = {"cells": "results/speculative.parquet"}
-CODE = ("campaigns/speculative.py",)  # the cell names
 HYBRID = ("not applicable: the target is dense; its only state across traversals is the KV cache, whose rejected "
           "positions are removed after each verification (no recurrent state to commit or rebase)")
 

@@ -27,7 +27,6 @@ REFERENCE = ("Reference claim 9: give the kernel more budget and tokens/s does n
              "tokens/s rises 1.12 -> 2.85 t/s (2.5x, monotone); all arms sit far below the 13.2 t/s "
              "unconstrained baseline.")
 INPUTS = {"runs": mr.MODEL_RUNS, "opt": mr.MODEL_OPT, "roofline": mr.MODEL_ROOFLINE}
-CODE = ("analysis/roofline.py",)
 KERNEL_ARMS = [KERNEL_MMAP, PAGER_LRU]
 INFORMED_ARMS = [PAGER_DECLARED, PAGER_PREFETCH]
 

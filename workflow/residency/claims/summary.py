@@ -1,11 +1,11 @@
-"""`residency summary`: the README's measured section, generated from the claim records.
+"""`residency summary`: the measured section (docs/results.md), generated from the claim records.
 
 For every claim of the ledger: its verdict, headline, the values its assertions test (each
 with whether it held), its reasons, and its scope (machine, model, engine and config
 digests, short), plus how often it was computed on that scope and the verdicts seen
-(the ledger's counts from the history). The README holds the generated text between
-`<!-- summary:begin -->` and `<!-- summary:end -->`; `--check README.md` fails when that
-text differs from what the records give now, `--update README.md` rewrites it.
+(the ledger's counts from the history). docs/results.md holds the generated text between
+`<!-- summary:begin -->` and `<!-- summary:end -->`; `--check docs/results.md` fails when
+that text differs from what the records give now, `--update docs/results.md` rewrites it.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def section_of(text: str, name: str) -> tuple[int, int]:
 
 
 def check(readme: Path, root: Path) -> str | None:
-    """None when the README's section is what the records give, else one line saying not."""
+    """None when the page's section is what the records give, else one line saying not."""
     text = Path(readme).read_text()
     start, end = section_of(text, str(readme))
     if text[start:end] != render(root):
@@ -138,7 +138,7 @@ def check(readme: Path, root: Path) -> str | None:
 
 
 def update(readme: Path, root: Path) -> None:
-    """Rewrite the README's section from the records, atomically."""
+    """Rewrite the page's section from the records, atomically."""
     text = Path(readme).read_text()
     start, end = section_of(text, str(readme))
     atomic.write_text(readme, text[:start] + render(root) + text[end:])

@@ -1,0 +1,98 @@
+"""The residency package's own import graph, read from its source (never imported): which
+source files a command's computation can execute, so Snakemake reruns an output when one of
+them changes (the rules' `code` inputs, residency.cli.code_of) and nothing else.
+
+An edge is any `import` or `from ... import` of a residency module anywhere in a module,
+a function body's included: a lazy import runs on some path, so it counts. A package's
+`__init__` is a module like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/residency
+PACKAGE = PACKAGE_DIR.name
+
+
+@functools.cache
+def modules() -> dict[str, Path]:
+    """Every module of the package: dotted name -> source file."""
+    found = {}
+    for path in PACKAGE_DIR.rglob("*.py"):
+        parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imported_by(nodes, module: str, is_package: bool) -> set[str]:
+    """The residency modules the import statements among `nodes` name."""
+    known, out = modules(), set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(node, module, is_package)
+            if base is None or base.split(".")[0] != PACKAGE:
+                continue
+            for alias in node.names:  # `from pkg import mod` names a module, else an attribute of base
+                out.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return out & set(known)
+
+
+def _base(node: ast.ImportFrom, module: str, is_package: bool) -> str | None:
+    if not node.level:
+        return node.module
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    parts = parts[:len(parts) - (node.level - 1)]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+@functools.cache
+def edges(module: str) -> frozenset[str]:
+    """The modules `module` imports directly."""
+    path = modules()[module]
+    nodes = ast.walk(ast.parse(path.read_text(), str(path)))
+    return frozenset(imported_by(nodes, module, path.name == "__init__.py") - {module})
+
+
+def closure(entries, skip=lambda importer, imported: False) -> set[str]:
+    """`entries` and every module they import, directly or not; `skip(a, b)` drops an edge
+    (a registry importing every member to list them is not a member's computation)."""
+    seen, todo = set(), list(entries)
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo += [d for d in edges(m) if not skip(m, d)]
+    return seen
+
+
+def function_imports(module: str, function: str) -> set[str]:
+    """The modules a top-level function of `module` imports in its body, and those of the
+    module's other top-level functions it calls (by name), transitively."""
+    path = modules()[module]
+    tree = ast.parse(path.read_text(), str(path))
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if function not in defs:
+        raise KeyError(f"{module} has no function {function}")
+    seen, todo, found = set(), [function], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        body = list(ast.walk(defs[name]))
+        found |= imported_by(body, module, False)
+        todo += [n.func.id for n in body if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id in defs]
+    return found
+
+
+def files(names) -> list[str]:
+    """The source files of modules, sorted."""
+    return sorted(str(modules()[m]) for m in names)
