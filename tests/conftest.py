@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+from require_features import pytest_configure, pytest_runtest_makereport  # noqa: E402,F401  (hooks)
+
 
 def tiny_config(build_dir: str) -> dict:
     """The embedded default, shrunk: same keys (so it stays in step with config.yaml)."""

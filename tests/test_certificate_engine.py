@@ -16,7 +16,7 @@ from residency.core.identity import sha256_file
 from conftest import ROOT
 
 RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"
-pytestmark = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"{RESIDCTL} not built (see README: Tests)")
+pytestmark = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"[engine] {RESIDCTL} not built (see README: Tests)")
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 CERT = CONFIG["certificate"]
 
@@ -50,7 +50,7 @@ def certify(model, oracle, d, cap):
 def test_the_configured_certified_run_meets_every_obligation(model, oracle, tmp_path):
     c = certify(model, oracle, tmp_path / "run", CERT["host_cap_bytes"])
     if c["A"]["host"] != "hard":
-        pytest.skip(f"no hard host cap here ({c['A']['host_reason']}): the predicates cannot be judged")
+        pytest.skip(f"[cgroup] no hard host cap here ({c['A']['host_reason']}): the predicates cannot be judged")
     assert all(v is True for v in c["checks"].values()), (c["checks"], c["E"]["terms"])
     assert c["I"]["u_sem_lb"]["union"]["overlapping_component_intervals"] == 0
     assert c["I"]["u_sem_lb"]["u_sem_lb_bytes"] <= c["I"]["t_repr"]["t_repr_bytes"] == c["I"]["engine_tensor_bytes"]
@@ -59,7 +59,7 @@ def test_the_configured_certified_run_meets_every_obligation(model, oracle, tmp_
 def test_a_cap_above_the_demand_is_not_class_w(model, oracle, tmp_path):
     c = certify(model, oracle, tmp_path / "run", 2 * model["bytes"])
     if c["A"]["host"] != "hard":
-        pytest.skip("no hard host cap here")
+        pytest.skip("[cgroup] no hard host cap here")
     assert c["checks"]["eq3_holds"] is False and c["predicates"]["equations"][2]["margin_bytes"] < 0
     assert c["checks"]["all_routes_exact"] and c["checks"]["lifecycle_closed"]
 

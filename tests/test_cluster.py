@@ -20,7 +20,7 @@ import yaml
 from conftest import ROOT, snakemake, tiny_config, tiny_workdir
 from residency.campaigns import progress
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.integration]  # never in the fast lane (-m "not integration")
 
 CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
 PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
@@ -51,7 +51,7 @@ def _daemons_of(state: Path) -> list[str]:
 def slurm(tmp_path_factory):
     """A fresh cluster for this module; stopped afterwards, leaving nothing running."""
     if os.geteuid() != 0:
-        pytest.skip("the single-host SLURM test runs its daemons as root (and makes cgroups as root)")
+        pytest.skip("[root] the single-host SLURM test runs its daemons as root (and makes cgroups as root)")
     state = tmp_path_factory.mktemp("slurm-state")
     env = dict(os.environ, RESID_CLUSTER_DIR=str(state), RESID_CLUSTER_PORT_BASE="26800",
                SLURM_CONF=str(state / "etc" / "slurm.conf"))

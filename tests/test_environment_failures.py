@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
-                                reason="mounting a small tmpfs needs root")
+                                reason="[root] mounting a small tmpfs needs root")
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_the_engine_on_a_full_disk_leaves_no_temporary_file(tmp_path, small_fs):
 
     residctl = Path(engine_build_dir(tmp_path)) / "residctl"
     if not residctl.exists():
-        pytest.skip(f"no engine build at {residctl}")
+        pytest.skip(f"[engine] no engine build at {residctl}")
     p = subprocess.run([str(residctl), "mkregion", "--out", str(small_fs / "r.bin"), "--size", str(1 << 20),
                         "--seed", "1"], capture_output=True, text=True)
     assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1, p.stderr

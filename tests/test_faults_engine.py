@@ -21,7 +21,7 @@ from residency.core.identity import sha256_file
 from conftest import ROOT
 
 RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"
-pytestmark = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"{RESIDCTL} not built (see README: Tests)")
+pytestmark = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"[engine] {RESIDCTL} not built (see README: Tests)")
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 ADAPTER = "synthetic-moe"
 CELLS = ("oracle", "none", "eio", "stale-completion", "out-of-order", "held-consumer", "reset-outstanding",
@@ -160,6 +160,6 @@ def test_c3_with_every_cell_valid_is_not_a_pass_without_the_gpu_half(runs, tmp_p
     other = _second_adapter(d.parent)
     doc = _c3(tmp_path, [d, d.parent / "none", other], [[ADAPTER, "eio"], [ADAPTER, "none"], ["other", "none"]])
     if not _hard(_row(d)):
-        pytest.skip("no hard host limit here: the cells cannot be valid")
+        pytest.skip("[cgroup] no hard host limit here: the cells cannot be valid")
     assert doc["verdict"] == "insufficient-evidence", doc["reasons"]
     assert [r.split(":")[1].strip() for r in doc["reasons"]] == ["/values/gpu_boundary"], doc["reasons"]

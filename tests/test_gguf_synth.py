@@ -292,7 +292,7 @@ def smoke(tmp_path_factory):
     prefix = llama_prefix()
     ident = prefix / "llama-identity.json"
     if not ident.is_file():
-        pytest.skip(f"llama.cpp is not built here ({ident} missing; `snakemake --cores 2 llama` builds it)")
+        pytest.skip(f"[llama] llama.cpp is not built here ({ident} missing; `snakemake --cores 2 llama` builds it)")
     cc, cxx = shutil.which("cc") or shutil.which("gcc"), shutil.which("c++") or shutil.which("g++")
     if not cc or not cxx:
         pytest.skip("no C/C++ compiler")
@@ -328,7 +328,7 @@ def test_synthetic_models_load_and_generate_in_pinned_llama_cpp(smoke, tmp_path,
 def test_smollm2_generates_text(smoke):
     p = ROOT / "results" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not p.is_file():
-        pytest.skip(f"{p} not fetched (`snakemake --cores 1 llm_models`)")
+        pytest.skip(f"[llama] {p} not fetched (`snakemake --cores 1 llm_models`)")
     out = generate(smoke, p, n=6)
     assert out["n_vocab"] == 49152
     assert "Paris" in out["text"], out

@@ -11,7 +11,7 @@ import pytest
 from residency.run import cgroup, harness
 
 LOC, WHY = cgroup.probe_writable()
-needs_cgroup = pytest.mark.skipif(LOC is None, reason=f"no writable memory cgroup here: {WHY}")
+needs_cgroup = pytest.mark.skipif(LOC is None, reason=f"[cgroup] no writable memory cgroup here: {WHY}")
 
 
 def fake_engine(tmp_path, body: str) -> str:

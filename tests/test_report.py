@@ -49,7 +49,7 @@ def _data(entry: dict) -> bytes:
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+        pytest.skip("[chromium] chromium is not installed (Debian: apt-get install chromium)")
     return exe
 
 

@@ -48,7 +48,7 @@ def test_sweep_turns_off_only_files_of_dead_harnesses(tmp_path, monkeypatch):
 def test_a_swap_file_is_on_during_the_block_and_gone_after_it(tmp_path):
     why = _can_swap(tmp_path)
     if why:
-        pytest.skip(f"no swap file can be made here: {why}")
+        pytest.skip(f"[swap] no swap file can be made here: {why}")
     with swap.temporary_swap(tmp_path, 4 << 20) as sw:
         assert sw.path in swap.active_files() and sw.bytes == 4 << 20
     assert sw.path not in swap.active_files() and not os.path.exists(sw.path)
@@ -61,7 +61,7 @@ def test_a_swap_file_is_on_during_the_block_and_gone_after_it(tmp_path):
 def test_a_swap_file_left_on_by_a_killed_harness_is_swept(tmp_path):
     why = _can_swap(tmp_path)
     if why:
-        pytest.skip(f"no swap file can be made here: {why}")
+        pytest.skip(f"[swap] no swap file can be made here: {why}")
     path = tmp_path / f"{swap.PREFIX}{_dead_pid()}-0badcafe.img"
     swap._fill(path, 2 << 20)
     swap._run("mkswap", str(path))
