@@ -61,6 +61,45 @@ def cell_row(run_dir: Path) -> dict:
             **pass_outcomes(run_dir, run)}
 
 
+# The table's columns, declared: a column that is null in every run keeps its type.
+CACHE_TRANSFER_SCHEMA = pa.schema([
+    ("pair", pa.int64()),
+    ("order", pa.int64()),
+    ("arm", pa.string()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("policy", pa.string()),
+    ("lru_k", pa.int64()),
+    ("source_engine", pa.string()),
+    ("chunk_bytes", pa.int64()),
+    ("budget_bytes", pa.int64()),
+    ("budget_chunks", pa.int64()),
+    ("chunks", pa.int64()),
+    ("tokens", pa.int64()),
+    ("prefill_ns", pa.int64()),
+    ("decode_ns", pa.int64()),
+    ("physical_bytes_read", pa.int64()),
+    ("misses", pa.int64()),
+    ("demand_fills", pa.int64()),
+    ("host_grade", pa.string()),
+    ("limit_bytes", pa.int64()),
+    ("limit_events", pa.int64()),
+    ("oom_kills", pa.int64()),
+    ("engine_sha256", pa.string()),
+    ("config_digest", pa.string()),
+    ("run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),
+    ("cold_start", pa.bool_()),
+    ("prefill_misses", pa.int64()),
+    ("prefill_hits", pa.int64()),
+    ("first_decode_misses", pa.int64()),
+    ("first_decode_hits", pa.int64()),
+    ("tokens_equal_pair", pa.bool_()),
+    ("logits_equal_pair", pa.bool_()),
+    ("exactness_detail", pa.string()),
+])
+
+
 def cache_transfer_table(lin: dict) -> pa.Table:
     rows = sorted((cell_row(Path(d)) for d in lin["run_dirs"]), key=lambda r: r["order"])
     by_pair: dict[int, dict[str, dict]] = {}
@@ -73,7 +112,7 @@ def cache_transfer_table(lin: dict) -> pa.Table:
             r["tokens_equal_pair"] = cmp.tokens_equal if cmp else None
             r["logits_equal_pair"] = cmp.logits_equal if cmp else None
             r["exactness_detail"] = (cmp.detail or None) if cmp else "no complete pair to compare"
-    return pa.Table.from_pylist(rows)
+    return base.to_table(rows, CACHE_TRANSFER_SCHEMA)
 
 
 def gather_cache_transfer(run_dirs: list[str | os.PathLike], out: str) -> pa.Table:

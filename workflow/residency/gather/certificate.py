@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from residency.core import atomic, lineage, manifest
 from residency.evidence import certificate
+from residency.gather import base
 
 
 def _eq(cert: dict, n: int, key: str):
@@ -40,6 +41,35 @@ def row(cert: dict, run_dir: str, manifest_sha: str) -> dict:
     return r
 
 
+# The table's columns, declared: a column that is null in every run keeps its type.
+CERTIFICATE_SCHEMA = pa.schema([
+    ("run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),
+    ("certificate_sha256", pa.string()),
+    ("model", pa.string()),
+    ("model_sha256", pa.string()),
+    ("engine_sha256", pa.string()),
+    ("t_repr_bytes", pa.int64()),
+    ("s_bytes", pa.int64()),
+    ("u_sem_lb_bytes", pa.int64()),
+    ("u_sched_bytes", pa.int64()),
+    ("q_run_physical_bytes", pa.int64()),
+    ("host_grade", pa.string()),
+    ("gpu_grade", pa.string()),
+    ("limit_bytes", pa.int64()),
+    ("peak_bytes", pa.int64()),
+    ("headroom_bytes", pa.int64()),
+    ("g_decl_bytes", pa.int64()),
+    ("g_phys_bytes", pa.int64()),
+    ("exact", pa.bool_()),
+    ("horizon", pa.int64()),
+    ("certificate_json", pa.string()),
+    ("eq1_margin_bytes", pa.int64()),
+    ("eq2_margin_bytes", pa.int64()),
+    ("eq3_margin_bytes", pa.int64()),
+])
+
+
 def certificate_table(lin: dict) -> pa.Table:
     """The table a certificate lineage describes, made again from its run directories."""
     rows = []
@@ -48,7 +78,7 @@ def certificate_table(lin: dict) -> pa.Table:
         manifest.verified(lin["oracle"])
         cert = certificate.build(run_dir, lin["oracle"], lin["identity"], lin["reserve_bytes"])
         rows.append(row(cert, str(run_dir), sha))
-    return pa.Table.from_pylist(rows)
+    return base.to_table(rows, CERTIFICATE_SCHEMA)
 
 
 def gather_certificate(run_dir: str, oracle_dir: str, model_identity: str, reserve_bytes: int, out: str,

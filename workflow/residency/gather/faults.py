@@ -21,6 +21,7 @@ import pyarrow as pa
 from residency.evidence import fault_validators
 from residency.core import trace as trace_mod
 from residency.evidence.exactness import compare, relation
+from residency.gather import base
 from residency.gather.base import common_row, load_record, write
 
 SOURCE_IDENTITY = ("engine", "windows", "depth", "window_bytes", "alignment")
@@ -112,6 +113,51 @@ def fault_row(run_dir: Path, prespecified: bool, rank: int) -> dict:
             "config_digest": row["config_digest"]}
 
 
+# The table's columns, declared: a column that is null in every run keeps its type.
+FAULTS_SCHEMA = pa.schema([
+    ("adapter", pa.string()),
+    ("adapter_rank", pa.int64()),
+    ("cell", pa.string()),
+    ("class", pa.string()),
+    ("prespecified", pa.bool_()),
+    ("at", pa.int64()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("fired", pa.bool_()),
+    ("tokens", pa.int64()),
+    ("logit_rows", pa.int64()),
+    ("rejection_kind", pa.string()),
+    ("bundle_chunks_published", pa.int64()),
+    ("reordered", pa.int64()),
+    ("reuse_refusals", pa.int64()),
+    ("outstanding_at_reset", pa.int64()),
+    ("shutdown_refusal", pa.string()),
+    ("windows_free_at_close", pa.int64()),
+    ("windows", pa.int64()),
+    ("windows_retained", pa.int64()),
+    ("inflight_at_close", pa.int64()),
+    ("host_grade", pa.string()),
+    ("limit_bytes", pa.int64()),
+    ("peak_bytes", pa.int64()),
+    ("limit_events", pa.int64()),
+    ("oom_kills", pa.int64()),
+    ("swap_off", pa.bool_()),
+    ("gpu_grade", pa.string()),
+    ("foreign_compute_processes", pa.int64()),
+    ("engine_sha256", pa.string()),
+    ("adapter_sha256", pa.string()),
+    ("source_sha256", pa.string()),
+    ("plan_sha256", pa.string()),
+    ("pager_sha256", pa.string()),
+    ("checks_json", pa.string()),
+    ("valid", pa.bool_()),
+    ("reasons", pa.string()),
+    ("run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),
+    ("config_digest", pa.string()),
+])
+
+
 def faults_table(lin: dict) -> pa.Table:
     pre = {tuple(p) for p in lin["prespecified"]}
     order = lin["adapters"]
@@ -119,7 +165,7 @@ def faults_table(lin: dict) -> pa.Table:
     for d in lin["run_dirs"]:
         p = Path(d)
         rows.append(fault_row(p, (p.parent.name, p.name) in pre, order.index(p.parent.name)))
-    return pa.Table.from_pylist(rows)
+    return base.to_table(rows, FAULTS_SCHEMA)
 
 
 def gather_faults(run_dirs: list[str | os.PathLike], prespecified: list[list[str]], out: str) -> pa.Table:
@@ -170,6 +216,43 @@ def gather_reset_warm(run_dir: str, oracle_dir: str, out: str) -> pa.Table:
     return write(lin, out, reset_warm_table)
 
 
+# The table's columns, declared: a column that is null in every run keeps its type.
+RESET_WARM_SCHEMA = pa.schema([
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("requests", pa.int64()),
+    ("resets", pa.int64()),
+    ("oracle_tokens_sha256", pa.string()),
+    ("plan_shutdown", pa.string()),
+    ("plan_balanced", pa.bool_()),
+    ("tickets_balanced", pa.bool_()),
+    ("consumers_balanced", pa.bool_()),
+    ("slots_vacant_at_close", pa.int64()),
+    ("slots", pa.int64()),
+    ("windows_free_at_close", pa.int64()),
+    ("windows", pa.int64()),
+    ("host_grade", pa.string()),
+    ("limit_bytes", pa.int64()),
+    ("limit_events", pa.int64()),
+    ("oom_kills", pa.int64()),
+    ("gpu_grade", pa.string()),
+    ("engine_sha256", pa.string()),
+    ("run_dir", pa.string()),
+    ("oracle_run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),
+    ("primary_logits_equal_oracle", pa.bool_()),
+    ("warm_logits_equal_primary", pa.bool_()),
+    ("primary_tokens_equal_oracle", pa.bool_()),
+    ("primary_logits_sha256", pa.string()),
+    ("primary_physical_bytes_read", pa.int64()),
+    ("primary_misses", pa.int64()),
+    ("warm_tokens_equal_oracle", pa.bool_()),
+    ("warm_logits_sha256", pa.string()),
+    ("warm_physical_bytes_read", pa.int64()),
+    ("warm_misses", pa.int64()),
+])
+
+
 def reset_warm_table(lin: dict) -> pa.Table:
-    return pa.Table.from_pylist([warm_row(Path(d), Path(lin["oracle"])) for d in lin["run_dirs"]])
+    return base.to_table([warm_row(Path(d), Path(lin["oracle"])) for d in lin["run_dirs"]], RESET_WARM_SCHEMA)
 

@@ -44,6 +44,58 @@ def cell_row(run_dir: Path) -> dict:
     return out | {k: base.to_int(spec.get(k)) for k in ROUNDS}
 
 
+# The table's columns, declared: a column that is null in every run keeps its type.
+SPECULATIVE_SCHEMA = pa.schema([
+    ("cell", pa.string()),
+    ("order", pa.int64()),
+    ("arm", pa.string()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("policy", pa.string()),
+    ("source_engine", pa.string()),
+    ("chunk_bytes", pa.int64()),
+    ("budget_bytes", pa.int64()),
+    ("chunks", pa.int64()),
+    ("tokens", pa.int64()),
+    ("prompt_tokens", pa.int64()),
+    ("passes", pa.int64()),
+    ("prefill_ns", pa.int64()),
+    ("decode_ns", pa.int64()),
+    ("decode_wall_ns", pa.int64()),
+    ("end_to_end_tokens_per_s", pa.float64()),
+    ("physical_bytes_read", pa.int64()),
+    ("misses", pa.int64()),
+    ("draft_max", pa.int64()),
+    ("outputs_per_traversal", pa.float64()),
+    ("host_grade", pa.string()),
+    ("limit_bytes", pa.int64()),
+    ("peak_bytes", pa.int64()),
+    ("limit_events", pa.int64()),
+    ("oom_kills", pa.int64()),
+    ("engine_sha256", pa.string()),
+    ("config_digest", pa.string()),
+    ("run_dir", pa.string()),
+    ("manifest_sha256", pa.string()),
+    ("traversals", pa.int64()),
+    ("drafted", pa.int64()),
+    ("accepted", pa.int64()),
+    ("full_groups", pa.int64()),
+    ("rows_traversed", pa.int64()),
+    ("decode_outputs", pa.int64()),
+    ("draft_ns", pa.int64()),
+    ("draft_load_bytes_read", pa.int64()),
+    ("tokens_equal_greedy", pa.bool_()),
+    ("logits_equal_greedy", pa.bool_()),
+    ("rows_compared", pa.int64()),
+    ("exactness_detail", pa.string()),
+    ("draft_sha256", pa.string()),
+    ("draft_bytes", pa.int64()),
+    ("draft_type", pa.string()),
+    ("draft_from_sha256", pa.string()),
+    ("draft_llama_commit", pa.string()),
+])
+
+
 def speculative_table(lin: dict) -> pa.Table:
     rows = sorted((cell_row(Path(d)) for d in lin["run_dirs"]), key=lambda r: r["order"])
     by_cell = {r["cell"]: r for r in rows}
@@ -57,7 +109,7 @@ def speculative_table(lin: dict) -> pa.Table:
         r["exactness_detail"] = (cmp.detail or None) if cmp else "no complete greedy/speculative pair to compare"
         r |= {"draft_sha256": draft["sha256"], "draft_bytes": draft["bytes"], "draft_type": draft["type"],
               "draft_from_sha256": draft["from"]["sha256"], "draft_llama_commit": draft["llama_commit"]}
-    return pa.Table.from_pylist(rows)
+    return base.to_table(rows, SPECULATIVE_SCHEMA)
 
 
 def gather_speculative(run_dirs: list[str | os.PathLike], draft_identity: str, out: str) -> pa.Table:
