@@ -10,9 +10,15 @@ reported as such and compared as sets.
 
     bench/behaviour_digests.py RESULTS                 # the digests of one tree
     bench/behaviour_digests.py BEFORE AFTER            # compare: exit 1 on a difference
+    bench/behaviour_digests.py --claims BEFORE AFTER   # two checkouts' claims/*.json: verdicts and values
+
+Claim values that are timings (tokens/s, ratios of wall times) differ between any two runs
+on a shared machine; the claims comparison prints every value that changed and exits 1
+only when a verdict did.
 """
 
 import hashlib
+import json
 import re
 import sys
 from collections import defaultdict
@@ -63,7 +69,45 @@ def compare(before: dict, after: dict) -> int:
     return 1 if differ or missing else 0
 
 
+def claims(checkout: Path) -> dict:
+    """{claim id: (verdict, flattened values)} of a checkout's claim records."""
+    out = {}
+    for p in sorted((checkout / "claims").glob("*.json")):
+        doc = json.loads(p.read_text())
+        if "verdict" in doc:
+            out[doc.get("id", p.stem)] = (doc["verdict"], dict(_flat(doc.get("values", {}))))
+    return out
+
+
+def _flat(v, prefix=""):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _flat(x, f"{prefix}/{k}")
+    elif isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        yield prefix, v
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _flat(x, f"{prefix}/{i}")
+    else:
+        yield prefix, v
+
+
+def compare_claims(before: dict, after: dict) -> int:
+    changed = 0
+    for cid in sorted(set(before) | set(after)):
+        (vb, b), (va, a) = before.get(cid, ("absent", {})), after.get(cid, ("absent", {}))
+        diff = sorted(k for k in set(b) | set(a) if b.get(k) != a.get(k))
+        changed += vb != va
+        print(f"{cid}: {vb} -> {va}{'  VERDICT CHANGED' if vb != va else ''}; {len(set(b) & set(a)) - len(diff)} "
+              f"values equal, {len(diff)} differ{': ' + ', '.join(diff[:8]) if diff else ''}"
+              f"{' ...' if len(diff) > 8 else ''}")
+    print(f"verdicts changed: {changed}")
+    return 1 if changed else 0
+
+
 def main(argv: list) -> int:
+    if len(argv) == 4 and argv[1] == "--claims":
+        return compare_claims(claims(Path(argv[2])), claims(Path(argv[3])))
     if len(argv) == 2:
         for (cell, f), reps in sorted(digests(Path(argv[1])).items()):
             print(f"{cell}\t{f}\t{' '.join(reps)}{'' if deterministic(reps) else '  (varies)'}")
