@@ -82,6 +82,12 @@ def _handler(command: str, choice: str):
     return globals()[f"_{command}_{choice}".replace("-", "_")]
 
 
+def _choices(command: str) -> list[str]:
+    """The choices of `residency COMMAND`: one per handler _COMMAND_CHOICE (see _handler)."""
+    prefix = f"_{command}_"
+    return sorted(n[len(prefix):].replace("_", "-") for n, f in globals().items() if n.startswith(prefix) and callable(f))
+
+
 def _gather_certificate(a):
     from residency.gather.certificate import gather_certificate
 
@@ -434,7 +440,15 @@ def _cmd_report_page(a) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="residency", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_cell_commands, _add_gather_commands, _add_render_commands, _add_claim_commands):
+        add(sub)
+    for module in REGISTERED_BY.values():
+        importlib.import_module(module).register(sub)
+    return p
 
+
+def _add_cell_commands(sub) -> None:
+    """The commands of one cell and its inputs: run, overhead, validate-config, unlock, machine, region-identity."""
     s = sub.add_parser("run", help="run one residctl command inside its own memory cgroup")
     s.add_argument("--out", required=True, help="the run directory (cleared first)")
     s.add_argument("--limit-bytes", type=int, default=None, help="hard host limit; omit for none")
@@ -484,10 +498,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(func=_cmd_region_identity)
 
+
+def _add_gather_commands(sub) -> None:
+    """Run directories to tables: gather, certificate, analyse."""
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=["pager-synthetic", "pager-model", "matched-source", "reclaim", "certificate",
-                                     "faults", "reset-warm", "tasks", "cache-transfer", "speculative",
-                                     "pager-model-roofline"])
+    s.add_argument("study", choices=_choices("gather"))
     s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
     s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
     s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
@@ -516,6 +531,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--determinism-out", help="pager-synthetic: determinism per cell")
     s.set_defaults(func=_cmd_analyse)
 
+
+def _add_render_commands(sub) -> None:
+    """Figures and paper tables."""
     s = sub.add_parser("figure", help="draw a figure from Parquet")
     s.add_argument("figure", choices=["02", "04", "06", "07", "08"])
     s.add_argument("--runs", required=True)
@@ -526,10 +544,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_figure)
 
     s = sub.add_parser("table", help="write a paper table (csv, md, tex) from Parquet")
-    s.add_argument("table", choices=["pager-synthetic", "pager-model", "table6-matched-pairs", "models",
-                                     "table3-principal", "table4-identity", "table5-certificate", "table7-faults",
-                                     "table9-populations", "table10-negative-results", "table1-obligations",
-                                     "table11-claim-map", "reference-values"])
+    s.add_argument("table", choices=_choices("table"))
     s.add_argument("--runs", default=None, help="the runs' Parquet (every table but models); table3-principal, "
                                                 "table10-negative-results: claim records, comma-separated; table5-certificate: certificate.json; "
                                                 "table1-obligations: certificate.parquet (or certificate.json); "
@@ -543,6 +558,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out-stem", required=True)
     s.set_defaults(func=_cmd_table)
 
+
+def _add_claim_commands(sub) -> None:
+    """Claims and what checks and shows them: claim, ledger, verify, replay, summary, report-page."""
     s = sub.add_parser("claim", help="compute a claim record from Parquet")
     s.add_argument("claim_id")
     s.add_argument("--root", default=".")
@@ -595,9 +613,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parquet", action="append", default=[], help="scope: a study's Parquet table (repeatable)")
     s.set_defaults(func=_cmd_report_page)
 
-    for module in REGISTERED_BY.values():
-        importlib.import_module(module).register(sub)
-    return p
+
 
 
 # The one-line input errors, by module. Looked up among the modules the command loaded (an
