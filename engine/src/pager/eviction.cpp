@@ -27,7 +27,7 @@ void Pager::set_mode_locked(bool oversize) {
 
 void Pager::clear_pins_locked() {
   for (const auto& [tid, c] : thread_pins_) {
-    --pins_[c];
+    --books_[c].pins;
     plan_->unhold(static_cast<int32_t>(c));
   }
   thread_pins_.clear();
@@ -52,7 +52,7 @@ void Pager::pin_locked(uint32_t tid, ChunkId c) {
     if (mine++ == 0) oldest_mine = i;
   }
   if (mine >= kPinsPerThread) {
-    --pins_[thread_pins_[oldest_mine].second];
+    --books_[thread_pins_[oldest_mine].second].pins;
     plan_->unhold(static_cast<int32_t>(thread_pins_[oldest_mine].second));
     thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(oldest_mine));
     ++st_.pin_moves;
@@ -83,14 +83,14 @@ void Pager::pin_locked(uint32_t tid, ChunkId c) {
       }
       for (size_t i = thread_pins_.size(); i-- > 0;)
         if (thread_pins_[i].first == victim) {
-          --pins_[thread_pins_[i].second];
+          --books_[thread_pins_[i].second].pins;
           plan_->unhold(static_cast<int32_t>(thread_pins_[i].second));
           thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(i));
         }
     }
   }
   thread_pins_.emplace_back(tid, c);
-  ++pins_[c];
+  ++books_[c].pins;
   plan_->hold(static_cast<int32_t>(c));
   st_.max_pins = std::max<uint64_t>(st_.max_pins, thread_pins_.size());
 }
@@ -98,7 +98,7 @@ void Pager::pin_locked(uint32_t tid, ChunkId c) {
 PlanError Pager::try_recycle(ChunkId c) {
   if (c >= chunks_) return PlanError::InvalidArgument;
   std::lock_guard lk(mu_);
-  if (state_[c] != State::Resident) return PlanError::InvalidTransition;
+  if (books_[c].state != ChunkState::Resident) return PlanError::InvalidTransition;
   const PlanError e = plan_->recycle(static_cast<int32_t>(c));
   if (e != PlanError::None) {
     ++st_.plan_recycle_refusals;
@@ -106,38 +106,30 @@ PlanError Pager::try_recycle(ChunkId c) {
   }
   // The Plan agreed (no consumer, no pin): the eviction goes ahead, slot already recycled.
   const uint64_t p0 = first_page(c), np = pages_in(c);
-  for_each_mapped_run(page_unmapped_, p0, p0 + np, [&](uint64_t p, uint64_t q) {
+  for_each_mapped_run(books_.holes(), p0, p0 + np, [&](uint64_t p, uint64_t q) {
     ::madvise(base_ + p * page_, (q - p) * page_, cfg_.protect ? MADV_DONTNEED_LOCKED : MADV_DONTNEED);
   });
   mark_evicted_locked(c);
   return PlanError::None;
 }
 
-void Pager::remove_resident_locked(ChunkId c) {
-  auto it = std::find(resident_list_.begin(), resident_list_.end(), c);
-  if (it != resident_list_.end()) {
-    *it = resident_list_.back();
-    resident_list_.pop_back();
-  }
-}
-
 bool Pager::make_room_locked(ChunkId for_chunk) {
   auto evictable = [this, for_chunk](ChunkId v) {
-    return v != for_chunk && consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident;
+    return v != for_chunk && books_.evictable(v);
   };
   if (policy_->evict_eagerly()) {
     // Keep nothing beyond need, except what was read ahead for a step still to come.
     auto eager = [this, for_chunk](ChunkId v) {
-      return v != for_chunk && consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident &&
-             !prefetched_unused_[v];
+      return v != for_chunk && books_.evictable(v) &&
+             !books_[v].prefetched_unused;
     };
-    while (auto v = policy_->choose_victim(resident_list_, eager))
+    while (auto v = policy_->choose_victim(books_.resident(), eager))
       if (!evict_locked(*v)) return false;
   }
   // Demand and prefetch reads in flight hold their room already (read-ahead bundles take
   // theirs when they are published).
-  while (resident_list_.size() + filling_ + 1 > cfg_.budget_chunks) {
-    auto v = policy_->choose_victim(resident_list_, evictable);
+  while (books_.occupied() + 1 > cfg_.budget_chunks) {
+    auto v = policy_->choose_victim(books_.resident(), evictable);
     if (!v) return false;
     if (!evict_locked(*v)) return false;
   }
@@ -146,10 +138,10 @@ bool Pager::make_room_locked(ChunkId for_chunk) {
 
 // The books after a chunk's pages were discarded: absent, out of the resident set, traced.
 void Pager::mark_evicted_locked(ChunkId c) {
-  state_[c] = State::Absent;
-  prefetched_unused_[c] = 0;
+  books_[c].state = ChunkState::Absent;
+  books_[c].prefetched_unused = 0;
   ra_next_step_ = 0;  // a coming step may need it read again: read-ahead looks again
-  remove_resident_locked(c);
+  books_.remove_resident(c);
   ++st_.evictions;
   if (trace_) trace_->append(step_, c, TraceKind::Eviction);
   if (cfg_.eager_reconcile) reconcile_locked();
@@ -162,7 +154,7 @@ bool Pager::evict_locked(ChunkId c) {
   if (const PlanError e = plan_->recycle(static_cast<int32_t>(c)); e != PlanError::None) {
     ++st_.plan_recycle_refusals;
     fail_closed_ = true;
-    const uint32_t held = static_cast<uint32_t>(consumers_[c]) + pins_[c];
+    const uint32_t held = books_.held(c);
     fail_locked_with([&] {
       return "the Plan refused to recycle chunk " + std::to_string(c) + " (" + to_string(e) + ", " +
              std::to_string(held) + " consumer(s) and pin(s) in the pager's books)";
@@ -171,12 +163,12 @@ bool Pager::evict_locked(ChunkId c) {
   }
   const uint64_t p0 = first_page(c), np = pages_in(c);
   for (uint64_t p = p0; p < p0 + np;) {
-    if (page_unmapped_[p]) {
+    if (books_.page_unmapped(p)) {
       ++p;
       continue;
     }
     uint64_t q = p;
-    while (q < p0 + np && !page_unmapped_[q]) ++q;
+    while (q < p0 + np && !books_.page_unmapped(q)) ++q;
     // Cannot fail on a mapped range; a concurrent unmap only removes pages sooner.
     ::madvise(base_ + p * page_, (q - p) * page_, cfg_.protect ? MADV_DONTNEED_LOCKED : MADV_DONTNEED);
     p = q;

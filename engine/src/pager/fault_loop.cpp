@@ -34,8 +34,8 @@ void Pager::check_watchdog() {
   {
     std::lock_guard lk(mu_);
     ev = evidence_locked();
-    reading = state_[c] == State::Filling;
-    deferred = pending_.front().deferred && state_[c] == State::Absent;
+    reading = books_[c].state == ChunkState::Filling;
+    deferred = pending_.front().deferred && books_[c].state == ChunkState::Absent;
     step = fault_step_locked(c);
   }
   if (deferred) {
@@ -180,17 +180,16 @@ void Pager::handle_unmap(uintptr_t start, uintptr_t end) {
     ++st_.unmap_events;
     if (lo < hi) {
       for (uint64_t p = (lo - b) / page_; p < (hi - b + page_ - 1) / page_; ++p) {
-        if (page_unmapped_[p]) continue;
-        page_unmapped_[p] = 1;
+        if (books_.page_unmapped(p)) continue;
         const ChunkId c = static_cast<ChunkId>(p / chunk_pages_);
-        if (--mapped_pages_[c] == 0) {
+        if (books_.unmap_page(p)) {
           // The kernel freed whatever was there: drop the chunk from the books (not an
           // eviction: nothing was decided) and never COPY into it again. Its slot's version
           // is gone too (a chunk still being read is dropped when its bundle publishes).
-          if (state_[c] == State::Resident) {
-            remove_resident_locked(c);
+          if (books_[c].state == ChunkState::Resident) {
+            books_.remove_resident(c);
             if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
-            state_[c] = State::Absent;
+            books_[c].state = ChunkState::Absent;
           }
           ++st_.unmapped_chunks;
         }
@@ -237,13 +236,13 @@ bool Pager::serve_pending() {
     int bi = -1;
     {
       std::lock_guard lk(mu_);
-      if (page_unmapped_[(f.addr - b) / page_]) {
+      if (books_.page_unmapped((f.addr - b) / page_)) {
         // stale: the hole was woken when the unmap event was read
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
         progressed = true;
         continue;
       }
-      if (state_[c] == State::Resident) {
+      if (books_[c].state == ChunkState::Resident) {
         // Already published (another thread's fault or a read-ahead filled it): wake it.
         ++st_.spurious_faults;
         ++st_.waited_faults;
@@ -259,7 +258,7 @@ bool Pager::serve_pending() {
       // Otherwise it waits for a window, for room (a leave), or its chunk's read was
       // rejected (the run has failed).
       // Or its step is ahead of the cursor: it waits for the signal of the step before.
-      if (state_[c] != State::Absent || poisoned_[c] || !slot_vacant_locked(c) || fail_closed_ ||
+      if (books_[c].state != ChunkState::Absent || books_[c].poisoned || !slot_vacant_locked(c) || fail_closed_ ||
           defer_fault_locked(pending_[i], c) || free_windows() == 0 || !make_room_locked(c)) {
         ++i;
         continue;
@@ -269,7 +268,7 @@ bool Pager::serve_pending() {
         ++i;
         continue;
       }
-      prefetched_unused_[c] = 0;
+      books_[c].prefetched_unused = 0;
       pending_[i].trigger = true;
     }
     fill_->issue();

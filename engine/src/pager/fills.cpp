@@ -58,10 +58,10 @@ int Pager::begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n) {
   b.target = 0;
   b.epoch = plan_->epoch();
   b.chunks.assign(cs, cs + n);
-  for (uint32_t k = 0; k < n; ++k) state_[cs[k]] = State::Filling;
+  for (uint32_t k = 0; k < n; ++k) books_[cs[k]].state = ChunkState::Filling;
   // Demand and prefetch reads take their room now; a read-ahead bundle waits in its windows
   // (paid from the budget) and takes room when it is published.
-  if (kind != FillKind::Readahead) filling_ += n;
+  if (kind != FillKind::Readahead) books_.take_room(n);
   return fi;
 }
 
@@ -166,7 +166,7 @@ void Pager::publish_bundle(BundleRun& b, uint32_t fi) {
   }
   if (b.epoch != plan_->epoch()) ++st_.reset.stale_published;  // requested before a reset: must never happen
   for (ChunkId c : b.chunks) book_fill_locked(c, b.kind);
-  st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, resident_list_.size());
+  st_.max_resident_chunks = std::max<uint64_t>(st_.max_resident_chunks, books_.resident().size());
   ++st_.bundles_published;
   if (b.kind == FillKind::Readahead) ++st_.readahead_bundles;
   if (static_cast<int>(fi) == rejected_bundle_) rejection_.bundle_chunks_published += b.n;
@@ -175,11 +175,11 @@ void Pager::publish_bundle(BundleRun& b, uint32_t fi) {
   // fill in the books).
   const uint64_t t = now_ns();
   for (ChunkId c : b.chunks)
-    if (state_[c] == State::Resident) wake_waiters_locked(c, t, b.kind);
+    if (books_[c].state == ChunkState::Resident) wake_waiters_locked(c, t, b.kind);
   b.live = false;
   lk.unlock();
   for (ChunkId c : b.chunks) {
-    if (mapped_pages_[c] == 0) continue;
+    if (books_[c].mapped_pages == 0) continue;
     wake_chunk(c);
     maybe_collapse(c);
   }
@@ -188,27 +188,26 @@ void Pager::publish_bundle(BundleRun& b, uint32_t fi) {
 // A published chunk in the pager's books: resident (or, unmapped meanwhile, gone at once),
 // counted, traced, and told to the policy.
 void Pager::book_fill_locked(ChunkId c, FillKind kind) {
-  --filling_;
-  ++fills_[c];
+  books_.return_room(1);
+  ++books_[c].fills;
   if (kind == FillKind::Demand) {
     ++st_.demand_fills;
-    if (last_demand_step_[c] == static_cast<int64_t>(step_)) ++st_.in_step_refills;
-    last_demand_step_[c] = static_cast<int64_t>(step_);
+    if (books_[c].last_demand_step == static_cast<int64_t>(step_)) ++st_.in_step_refills;
+    books_[c].last_demand_step = static_cast<int64_t>(step_);
     if (trace_) trace_->append(step_, c, TraceKind::DemandFill);
   } else {
     ++st_.prefetch_fills;
     if (kind == FillKind::Readahead) ++st_.readahead_fills;
     if (trace_) trace_->append(step_, c, TraceKind::PrefetchFill);
   }
-  if (mapped_pages_[c] == 0) {
+  if (books_[c].mapped_pages == 0) {
     // Unmapped while we read it: nothing to keep (its slot's version goes at once).
-    state_[c] = State::Absent;
-    prefetched_unused_[c] = 0;
+    books_[c].state = ChunkState::Absent;
+    books_[c].prefetched_unused = 0;
     if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
     return;
   }
-  state_[c] = State::Resident;
-  resident_list_.push_back(c);
+  books_.add_resident(c);
   // A demand fill is an access; so is a read-ahead fill (for LRU: the access it stands in
   // for is one step away). Arm E's prefetch is not.
   if (kind != FillKind::Prefetch) policy_->on_access(c);
@@ -221,12 +220,12 @@ void Pager::drop_bundle(BundleRun& b) {
   std::lock_guard lk(mu_);
   const bool counted = b.kind != FillKind::Readahead || b.roomed;
   for (ChunkId c : b.chunks) {
-    if (state_[c] == State::Filling) {
-      state_[c] = State::Absent;
-      if (counted) --filling_;
+    if (books_[c].state == ChunkState::Filling) {
+      books_[c].state = ChunkState::Absent;
+      if (counted) books_.return_room(1);
     }
-    prefetched_unused_[c] = 0;
-    poisoned_[c] = 1;
+    books_[c].prefetched_unused = 0;
+    books_[c].poisoned = 1;
   }
   if (b.ready) --readahead_ready_;
   b.ready = false;
@@ -302,7 +301,7 @@ bool Pager::maybe_readahead() {
     for (; target <= last; ++target) {
       bool covered = true;
       for (ChunkId c : readahead_chunks_of(target)) {
-        if (state_[c] != State::Absent || mapped_pages_[c] == 0 || poisoned_[c] || cur_mark_[c] == cur_stamp_ ||
+        if (books_[c].state != ChunkState::Absent || books_[c].mapped_pages == 0 || books_[c].poisoned || cur_mark_[c] == cur_stamp_ ||
             !slot_vacant_locked(c))
           continue;
         if (ra_chunks_.size() == avail) {
@@ -322,7 +321,7 @@ bool Pager::maybe_readahead() {
     if (bi < 0) return false;
     bundles_[static_cast<size_t>(bi)].target = target;
     st_.readahead_max_ahead = std::max(st_.readahead_max_ahead, target - step_);
-    for (ChunkId c : ra_chunks_) prefetched_unused_[c] = 1;
+    for (ChunkId c : ra_chunks_) books_[c].prefetched_unused = 1;
   }
   fill_->issue();
   return true;
@@ -360,7 +359,7 @@ bool Pager::publish_readahead() {
         ++cur_stamp_;  // a chunk of both steps stays held by the new one
         for (ChunkId c : step_chunks_of(b.target)) cur_mark_[c] = cur_stamp_;
         for (ChunkId c : step_chunks_of(b.target - 1))
-          if (consumers_[c] > 0 && cur_mark_[c] != cur_stamp_) {
+          if (books_[c].consumers > 0 && cur_mark_[c] != cur_stamp_) {
             due = step_ > b.target;  // still held: wait for the leave (unless a later step began)
             break;
           }
@@ -376,14 +375,14 @@ bool Pager::publish_readahead() {
       const uint32_t n = b.n;
       bool room = true;
       auto evictable = [this](ChunkId v) {
-        return consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident && !prefetched_unused_[v];
+        return books_.evictable(v) && !books_[v].prefetched_unused;
       };
       auto any_evictable = [this](ChunkId v) {
-        return consumers_[v] == 0 && pins_[v] == 0 && state_[v] == State::Resident;
+        return books_.evictable(v);
       };
-      while (resident_list_.size() + filling_ + n > cfg_.budget_chunks) {
-        auto v = policy_->choose_victim(resident_list_, evictable);
-        if (!v) v = policy_->choose_victim(resident_list_, any_evictable);
+      while (books_.occupied() + n > cfg_.budget_chunks) {
+        auto v = policy_->choose_victim(books_.resident(), evictable);
+        if (!v) v = policy_->choose_victim(books_.resident(), any_evictable);
         if (!v || !evict_locked(*v)) {
           room = false;
           break;
@@ -393,7 +392,7 @@ bool Pager::publish_readahead() {
         ++st_.readahead_no_room;  // waits for a leave (progress: the step fits)
         continue;
       }
-      filling_ += n;  // the room is theirs from here (publish_bundle books it)
+      books_.take_room(n);  // the room is theirs from here (publish_bundle books it)
       b.roomed = true;
     }
     b.ready = false;
@@ -416,15 +415,15 @@ bool Pager::maybe_prefetch() {
     for (ChunkId c : candidates_) {
       // Skip what is there or on its way, what a driver is about to demand (its fault will
       // come), and holes.
-      if (state_[c] != State::Absent || consumers_[c] > 0 || mapped_pages_[c] == 0 || poisoned_[c] ||
+      if (books_[c].state != ChunkState::Absent || books_[c].consumers > 0 || books_[c].mapped_pages == 0 || books_[c].poisoned ||
           !slot_vacant_locked(c))
         continue;
-      if (resident_list_.size() + filling_ < cfg_.budget_chunks) {
+      if (books_.occupied() < cfg_.budget_chunks) {
         chosen = c;
         found = true;
       } else {
-        auto v = policy_->choose_victim(resident_list_, [this](ChunkId x) {
-          return consumers_[x] == 0 && pins_[x] == 0 && state_[x] == State::Resident;
+        auto v = policy_->choose_victim(books_.resident(), [this](ChunkId x) {
+          return books_.evictable(x);
         });
         // Displace only a chunk needed later than the candidate: prefetch never makes the
         // next demand worse than no prefetch.
@@ -438,7 +437,7 @@ bool Pager::maybe_prefetch() {
     if (!found) return false;
     bi = begin_bundle_locked(FillKind::Prefetch, &chosen, 1);
     if (bi < 0) return false;
-    prefetched_unused_[chosen] = 1;
+    books_[chosen].prefetched_unused = 1;
   }
   fill_->issue();
   return true;

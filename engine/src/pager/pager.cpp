@@ -121,24 +121,11 @@ void Pager::open_userfaultfd() {
 
 // The pager's books, sized once: the fault loop never allocates.
 void Pager::init_books() {
-  state_.assign(chunks_, State::Absent);
-  consumers_.assign(chunks_, 0);
-  prefetched_unused_.assign(chunks_, 0);
-  poisoned_.assign(chunks_, 0);
-  stale_.assign(chunks_, 0);
-  pins_.assign(chunks_, 0);
+  books_.init(chunks_, chunk_pages_, registered_bytes_ / page_);
   thread_pins_.reserve(kPinsPerThread * (cfg_.max_pins ? cfg_.max_pins : 16) + kPinsPerThread);
-  last_demand_step_.assign(chunks_, -1);
-  fills_.assign(chunks_, 0);
-  page_unmapped_.assign(registered_bytes_ / page_, 0);
-  mapped_pages_.resize(chunks_);
-  for (ChunkId c = 0; c < chunks_; ++c) mapped_pages_[c] = static_cast<uint32_t>(pages_in(c));
-  resident_list_.reserve(chunks_);
-  mincore_buf_.assign(registered_bytes_ / page_, 0);
   audit_ = cfg_.step_chunks.empty() ? SignalAudit(chunks_) : SignalAudit(chunks_, cfg_.step_chunks);
   pending_.reserve(1024);
   candidates_.reserve(64);
-  mincore_known_.reserve(registered_bytes_ / page_);
 
 }
 
@@ -159,8 +146,6 @@ void Pager::init_plan() {
     pc.open_consumers = true;
     plan_ = std::make_unique<Plan>(*manifest_, std::move(pc));
   }
-  plan_phase_.resize(chunks_);
-  plan_consumers_.resize(chunks_);
   {
     FillOptions fo;
     fo.copy_on_accept = false;  // a copy into the region is a publication: only whole bundles
@@ -187,7 +172,7 @@ Pager::~Pager() {
   } catch (...) {
   }
   if (base_) {
-    for_each_mapped_run(page_unmapped_, 0, page_unmapped_.size(), [&](uint64_t p, uint64_t q) {
+    for_each_mapped_run(books_.holes(), 0, books_.holes().size(), [&](uint64_t p, uint64_t q) {
       ::munmap(base_ + p * page_, (q - p) * page_);
     });
     if (mapped_bytes_ > registered_bytes_) ::munmap(base_ + registered_bytes_, mapped_bytes_ - registered_bytes_);
@@ -251,11 +236,11 @@ void Pager::notify() {
 void Pager::enter(ChunkId c) {
   if (c >= chunks_) throw std::out_of_range("enter: chunk out of range");
   std::lock_guard lk(mu_);
-  ++consumers_[c];
+  ++books_[c].consumers;
   plan_->hold(static_cast<int32_t>(c));  // ShutDown after the pager shut down: nothing to hold
   policy_->on_access(c);
-  if (state_[c] != State::Absent && prefetched_unused_[c]) {
-    prefetched_unused_[c] = 0;
+  if (books_[c].state != ChunkState::Absent && books_[c].prefetched_unused) {
+    books_[c].prefetched_unused = 0;
     ++st_.prefetch_used;
   }
 }
@@ -268,8 +253,8 @@ void Pager::leave_impl(ChunkId c, bool consumed) {
   if (c >= chunks_) throw std::out_of_range("leave: chunk out of range");
   {
     std::lock_guard lk(mu_);
-    if (consumers_[c] <= 0) throw std::logic_error("leave without enter on chunk " + std::to_string(c));
-    --consumers_[c];
+    if (books_[c].consumers <= 0) throw std::logic_error("leave without enter on chunk " + std::to_string(c));
+    --books_[c].consumers;
     plan_->unhold(static_cast<int32_t>(c));
     if (consumed) {
       policy_->on_consumed(c);
@@ -339,17 +324,17 @@ void Pager::release_ahead_faults() {
 
 bool Pager::demand_filled_in(ChunkId c, uint64_t step) const {
   std::lock_guard lk(mu_);
-  return c < chunks_ && last_demand_step_[c] == static_cast<int64_t>(step);
+  return c < chunks_ && books_[c].last_demand_step == static_cast<int64_t>(step);
 }
 
 bool Pager::resident(ChunkId c) const {
   std::lock_guard lk(mu_);
-  return c < chunks_ && state_[c] == State::Resident;
+  return c < chunks_ && books_[c].state == ChunkState::Resident;
 }
 
 uint64_t Pager::fills_of(ChunkId c) const {
   std::lock_guard lk(mu_);
-  return fills_.at(c);
+  return books_.at(c).fills;
 }
 
 std::string Pager::error() const {
@@ -365,7 +350,7 @@ void Pager::set_failure_callback(std::function<void()> cb) {
 PagerStats Pager::stats() const {
   std::lock_guard lk(mu_);
   PagerStats s = st_;
-  s.resident_chunks = resident_list_.size();
+  s.resident_chunks = books_.resident().size();
   s.signals_out_of_order = audit_.out_of_order();
   s.fault_count = fault_hist_.count();
   s.fault_p50_ns = fault_hist_.quantile(0.5);
@@ -395,7 +380,7 @@ SignalAudit Pager::audit() const {
 
 std::vector<ChunkId> Pager::resident_set() const {
   std::lock_guard lk(mu_);
-  auto v = resident_list_;
+  auto v = books_.resident();
   std::sort(v.begin(), v.end());
   return v;
 }
@@ -404,7 +389,7 @@ std::vector<ChunkId> Pager::pinned_set() const {
   std::lock_guard lk(mu_);
   std::vector<ChunkId> v;
   for (ChunkId c = 0; c < chunks_; ++c)
-    if (pins_[c] > 0) v.push_back(c);
+    if (books_[c].pins > 0) v.push_back(c);
   return v;
 }
 

@@ -105,6 +105,7 @@
 
 #include "core/alloc_count.hpp"
 #include "core/latency.hpp"
+#include "pager/books.hpp"
 #include "pager/signal_audit.hpp"
 #include "pager/trace.hpp"
 #include "pager/uffd.hpp"
@@ -141,7 +142,7 @@ struct PagerConfig {
   // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
   // steps' own chunks (step_chunks, or chunk s mod chunks).
   std::vector<std::vector<ChunkId>> readahead_steps;
-  // Content identity (drivers/content_digests.hpp): per chunk, the XXH64 of its file bytes;
+  // Content identity (drivers/common/content_digests.hpp): per chunk, the XXH64 of its file bytes;
   // every fill is checked against it before it is published. Empty: no check.
   std::vector<uint64_t> chunk_digests;
   // Reclaim authority (reference 000, claim 3): the process's memory is locked on fault
@@ -343,7 +344,6 @@ class Pager final : private FillOwner {
   std::string first_mismatch() const;
 
  private:
-  enum class State : uint8_t { Absent, Filling, Resident };
   enum class Request : uint8_t { None, Reset, ShutdownProbe };
   enum class FillKind : uint8_t { Demand, Prefetch, Readahead };
   struct PendingFault {
@@ -427,7 +427,6 @@ class Pager final : private FillOwner {
   std::string evidence_locked() const;
   uint64_t first_page(ChunkId c) const { return c * chunk_pages_; }
   uint64_t pages_in(ChunkId c) const { return chunk_length(c) / page_; }
-  void remove_resident_locked(ChunkId c);
   void mark_evicted_locked(ChunkId c);
   void finish_registration();
   // reset.cpp (the pager thread).
@@ -453,25 +452,10 @@ class Pager final : private FillOwner {
   std::byte* base_ = nullptr;
 
   mutable std::mutex mu_;
-  // Guarded by mu_ (the pager thread is the only writer of state_, page_unmapped_,
-  // mapped_pages_ and resident_list_, so it may read them without the lock).
-  std::vector<State> state_;
-  std::vector<int32_t> consumers_;
-  std::vector<uint8_t> prefetched_unused_;
-  std::vector<uint8_t> poisoned_;
-  std::vector<uint8_t> stale_;  // a reset forgot its read in flight: reuse once its Plan slot is VACANT
-  std::vector<uint16_t> pins_;                                // per chunk: threads pinning it
+  // Guarded by mu_: the per-chunk state, its one owner (books.hpp).
+  ChunkBooks books_;
   std::vector<std::pair<uint32_t, ChunkId>> thread_pins_;      // (tid, chunk), oldest first
   bool oversize_ = false;
-  std::vector<int64_t> last_demand_step_;
-  std::vector<uint64_t> fills_;
-  std::vector<uint8_t> page_unmapped_;
-  std::vector<uint32_t> mapped_pages_;
-  std::vector<ChunkId> resident_list_;
-  uint32_t filling_ = 0;  // chunks Filling (their reads count against the budget)
-  std::vector<unsigned char> mincore_buf_;
-  std::vector<uint8_t> mincore_known_;
-  std::string first_mismatch_;
   SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
   SignalAudit audit_;
   uint64_t step_ = 0;
@@ -488,8 +472,6 @@ class Pager final : private FillOwner {
   std::unique_ptr<PlanManifest> manifest_;
   std::unique_ptr<Plan> plan_;
   std::optional<PlanError> plan_shutdown_;
-  std::vector<SlotPhase> plan_phase_;      // reconcile scratch
-  std::vector<uint32_t> plan_consumers_;
 
   // Pager thread only.
   std::vector<PendingFault> pending_;

@@ -126,10 +126,10 @@ void Pager::finish_registration() {
   // PROT_NONE first, then unregister: unregistering wakes any thread still blocked in a
   // fault, and it must retry into a protection fault, never into a fresh zero page.
   // Only our own runs: a hole the application unmapped may hold someone else's mapping.
-  for_each_mapped_run(page_unmapped_, 0, page_unmapped_.size(), [&](uint64_t p, uint64_t q) {
+  for_each_mapped_run(books_.holes(), 0, books_.holes().size(), [&](uint64_t p, uint64_t q) {
     ::mprotect(base_ + p * page_, (q - p) * page_, PROT_NONE);
   });
-  for_each_mapped_run(page_unmapped_, 0, page_unmapped_.size(), [&](uint64_t p, uint64_t q) {
+  for_each_mapped_run(books_.holes(), 0, books_.holes().size(), [&](uint64_t p, uint64_t q) {
     uffdio_range r{reinterpret_cast<uintptr_t>(base_ + p * page_), (q - p) * page_};
     ::ioctl(uffd_.fd(), UFFDIO_UNREGISTER, &r);
   });
@@ -167,7 +167,7 @@ bool Pager::publish(ChunkId c, const std::byte* data, uint64_t data_len) {
   // address (the start of a window), is moved in; its pages leave the window, which the
   // source refaults on its next read. Anything else, or a failed move, is copied.
   if (cfg_.huge == HugeChunks::Move && data_len == cfg_.chunk_size && chunk_length(c) == cfg_.chunk_size &&
-      mapped_pages_[c] == chunk_pages_ && reinterpret_cast<uintptr_t>(data) % kHugePage == 0) {
+      books_[c].mapped_pages == chunk_pages_ && reinterpret_cast<uintptr_t>(data) % kHugePage == 0) {
     const auto [moved, e] = move_pages(base_ + first_page(c) * page_, data, cfg_.chunk_size);
     std::lock_guard lk(mu_);
     if (e == 0) {
@@ -209,7 +209,7 @@ void Pager::maybe_collapse(ChunkId c) {
   // `collapse`: the pager thread is the only one that evicts, so the chunk cannot go away
   // under the collapse; a concurrent unmap only makes it fail. The transient extra huge page
   // is paid by the chunk the caller reserved.
-  if (cfg_.huge != HugeChunks::Collapse || chunk_length(c) != cfg_.chunk_size || mapped_pages_[c] != chunk_pages_)
+  if (cfg_.huge != HugeChunks::Collapse || chunk_length(c) != cfg_.chunk_size || books_[c].mapped_pages != chunk_pages_)
     return;
   const int rc = ::madvise(base_ + first_page(c) * page_, cfg_.chunk_size, MADV_COLLAPSE);
   const int e = errno;
@@ -228,12 +228,12 @@ bool Pager::copy_pages(ChunkId c, const std::byte* data, uint64_t from_page) {
   const uint64_t deadline = now_ns() + static_cast<uint64_t>(cfg_.watchdog_s * 1e9);
   uint64_t p = p0 + from_page;
   while (p < p0 + np) {
-    if (page_unmapped_[p]) {  // a hole the application made: never COPY there
+    if (books_.page_unmapped(p)) {  // a hole the application made: never COPY there
       ++p;
       continue;
     }
     uint64_t q = p;
-    while (q < p0 + np && !page_unmapped_[q]) ++q;
+    while (q < p0 + np && !books_.page_unmapped(q)) ++q;
     uffdio_copy cp{};
     cp.dst = reinterpret_cast<uintptr_t>(base_ + p * page_);
     cp.src = reinterpret_cast<uintptr_t>(data + (p - p0) * page_);
@@ -270,7 +270,7 @@ bool Pager::copy_pages(ChunkId c, const std::byte* data, uint64_t from_page) {
 
 void Pager::wake_chunk(ChunkId c) {
   const uint64_t p0 = first_page(c);
-  for_each_mapped_run(page_unmapped_, p0, p0 + pages_in(c), [&](uint64_t p, uint64_t q) {
+  for_each_mapped_run(books_.holes(), p0, p0 + pages_in(c), [&](uint64_t p, uint64_t q) {
     uffdio_range r{reinterpret_cast<uintptr_t>(base_ + p * page_), (q - p) * page_};
     ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
   });

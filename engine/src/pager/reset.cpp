@@ -6,7 +6,7 @@
 // (not poisoned: nothing was wrong with them), landed reads are retired in their windows,
 // reads still in flight come back StaleEpoch and are retired by the Plan, never copied. A
 // chunk whose stale read is still in flight keeps its slot LOADING until that completion
-// comes, so it is re-requested only once its slot is VACANT again (stale_). Faults waiting
+// comes, so it is re-requested only once its slot is VACANT again (ChunkRecord::stale). Faults waiting
 // on such a chunk stay queued and are served by a new read in the new epoch.
 #include <algorithm>
 #include <chrono>
@@ -85,12 +85,12 @@ void Pager::forget_bundles_locked(bool stale) {
   for (BundleRun& b : bundles_) {
     if (!b.live) continue;
     for (ChunkId c : b.chunks) {
-      if (state_[c] == State::Filling) {
-        state_[c] = State::Absent;
-        if (b.roomed) --filling_;
-        if (stale) stale_[c] = 1;
+      if (books_[c].state == ChunkState::Filling) {
+        books_[c].state = ChunkState::Absent;
+        if (b.roomed) books_.return_room(1);
+        if (stale) books_[c].stale = 1;
       }
-      if (stale) prefetched_unused_[c] = 0;
+      if (stale) books_[c].prefetched_unused = 0;
     }
     b.live = false;
     b.ready = false;
@@ -101,9 +101,9 @@ void Pager::forget_bundles_locked(bool stale) {
 
 // May chunk c's slot be requested? Not while a reset's stale read of it is in flight.
 bool Pager::slot_vacant_locked(ChunkId c) {
-  if (!stale_[c]) return true;
+  if (!books_[c].stale) return true;
   if (plan_->slot_phase(static_cast<int32_t>(c)) != SlotPhase::Vacant) return false;
-  stale_[c] = 0;
+  books_[c].stale = 0;
   return true;
 }
 
