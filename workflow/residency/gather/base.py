@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from residency.core import atomic, lineage, manifest
+from residency.core import atomic, lineage, manifest, records
 from residency.core.arms import PAGER_LETTER as ARM_LETTER
 from residency.core.identity import sha256_file
 
@@ -120,6 +120,8 @@ def reads_run(fn):
             return fn(run_dir, *args, **kwargs)
         except (GatherError, TraceError, manifest.ManifestError, FileNotFoundError):
             raise
+        except records.RecordError as exc:
+            raise GatherError(str(exc)) from None
         except _MALFORMED as exc:
             raise GatherError(f"{run_dir}: a run record gather cannot read ({one_line(exc)})") from None
     return read
@@ -184,9 +186,10 @@ def common_row(run_dir: Path) -> tuple[dict, dict, dict]:
     harness = load_record(run_dir / "harness.json")
     if harness is None:
         raise FileNotFoundError(f"{run_dir}: no harness.json (the run was never recorded)")
+    records.check(harness, "harness", run_dir / "harness.json")
     manifest_sha, listed = _manifest(run_dir)
     meta = harness["meta"]
-    run = load_record(run_dir / "run.json") or {}
+    run = records.check(load_record(run_dir / "run.json") or {}, "run", run_dir / "run.json")
     counters = run.get("counters", {})
     lat = run.get("latency_ns", {})
     region = run.get("region", {})
