@@ -76,16 +76,17 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/report.smk"
 
 
-# Under a cluster executor these run in the Snakemake process itself: they only read and
-# write files, or fetch from PyPI (which compute nodes may not reach). Every run cell, the
-# builds (native code for the nodes), the probe and the machine record are cluster jobs.
-localrules:
-    all, figures, claims, tables, llama, llama_sdist, llm_models, model_smollm2, overhead, pager_model_overhead,
-    gather_pager_synthetic, gather_pager_model, gather_matched_source, analyse_pager_synthetic,
-    analyse_pager_model, figure_02, figure_model, figure_08, table_pager_synthetic, table_pager_model,
-    table6_matched_pairs, gather_faults, gather_reset_warm, gather_tasks, tasks_overhead, gather_cache_transfer, gather_speculative, gather_bounded_source, bounded_source_overhead, bounded_source_premise, matched_source_premise, claim, ledger, gather_pager_model_sweep, analyse_pager_model_sweep,
-    gather_pager_model_roofline, gather_pager_model_roofline_sweep,
-    table_pager_model_sweep, table9_populations, claim_sweep, ledger_sweep, table_models, report_ledger, report_scope,
+# Where each rule runs under a cluster executor. A run cell (its command is the harness,
+# `residency run`) is its own SLURM job on a whole node (the slurm profile's set-resources;
+# tests/test_rule_placement.py keeps the two in step); so are the rules that build native
+# code for the nodes, or probe, describe or read for them (NODE_RULES). Every other rule
+# only reads and writes files, or fetches from PyPI (which compute nodes may not reach),
+# and runs in the Snakemake process itself.
+NODE_RULES = {"engine", "llama_build", "machine", "probe", "synthetic_region", "region_content_digests",
+              "model_content_digests", "model_inventory", "model_user_inventory", "model_verify", "model_synthetic",
+              "model_user", "pager_model_graph_plan", "speculative_draft"}
+workflow.localrules(*(r.name for r in workflow.rules
+                      if r.name not in NODE_RULES and "residency run " not in (r.shellcmd or "")))
 
 
 onstart:
