@@ -19,14 +19,7 @@ FAULT_TABLE = "results/faults.parquet"
 WARM_TABLE = "results/faults_reset_warm.parquet"
 ORACLE = "oracle"
 WARM = "reset-warm"
-CONTROL = "none"
-
-# Every cell of the campaign, in Table 7's order, and whether it must fail closed.
-CELLS = ("none", "short-read", "eio", "bundle-extent-failure", "stale-completion", "wrong-object", "out-of-order",
-         "held-consumer", "reset-outstanding", "shutdown-live-consumer")
-FATAL = frozenset({"short-read", "eio", "bundle-extent-failure", "stale-completion", "wrong-object"})
-# Cells that need reads in flight together (more than one window).
-NEEDS_DEPTH = frozenset({"out-of-order", "reset-outstanding"})
+from residency.core.fault_vocabulary import CELLS, CONTROL, FATAL, NEEDS_DEPTH  # noqa: F401 (the campaign's names)
 
 
 def cell_class(cell: str) -> str:

@@ -13,6 +13,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from residency.core.fault_vocabulary import NEEDS_DEPTH
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 
@@ -135,10 +137,6 @@ def _check_models(config: dict) -> None:
                               "(add an entry with name, path and sha256)")
 
 
-# Fault cells that need reads in flight together, and so an asynchronous source with windows.
-_DEPTH_CELLS = ("out-of-order", "reset-outstanding")
-
-
 def _check_faults(f: dict) -> None:
     """The fault campaign: C3's second-adapter set among the cells, each cell's firing point
     declared, and no cell on a source it cannot apply to."""
@@ -151,7 +149,7 @@ def _check_faults(f: dict) -> None:
     for c in cells:
         if c != "none" and c not in f["at"]:
             raise ConfigError(f"config error: faults.at: no firing point for cell {c!r} (add {c}: N)")
-        if c in _DEPTH_CELLS and (f["source"] != "uring" or f["windows"] < 2):
+        if c in NEEDS_DEPTH and (f["source"] != "uring" or f["windows"] < 2):
             raise ConfigError(f"config error: faults.cells: {c!r} does not apply to source {f['source']} with "
                               f"{f['windows']} window(s): it needs reads in flight together (source uring, windows >= 2)")
 
