@@ -1,5 +1,5 @@
 // Room in the budget: victims by the policy among chunks without consumers or pins,
-// evictions (the Plan's recycle, then MADV_DONTNEED), and the oversize steps' pins.
+// evictions (the Plan's recycle, then MADV_DONTNEED); the oversize steps' mode (pins.hpp).
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -20,79 +20,8 @@
 namespace resid {
 
 void Pager::set_mode_locked(bool oversize) {
-  clear_pins_locked();
-  oversize_ = oversize;
+  pins_.set_oversize(oversize, books_, *plan_);
   policy_->on_step_mode(oversize);
-}
-
-void Pager::clear_pins_locked() {
-  for (const auto& [tid, c] : thread_pins_) {
-    --books_[c].pins;
-    plan_->unhold(static_cast<int32_t>(c));
-  }
-  thread_pins_.clear();
-}
-
-void Pager::pin_locked(uint32_t tid, ChunkId c) {
-  // A thread's pins: the last kPinsPerThread distinct chunks it faulted on (it is blocked on
-  // the newest, so it reads nothing else now). Two, because a thread can need two chunks at
-  // once: a matrix-product tile reads several rows block by block, interleaved (llamafile's
-  // tinyBLAS Q8_0 kernel: 4 rows per tile, 32 weights of each row in turn), and a tile whose
-  // rows straddle a chunk boundary alternates between the two chunks; with one pin the
-  // chunks evict each other on every block. thread_pins_ is ordered oldest first.
-  size_t mine = 0, oldest_mine = SIZE_MAX;
-  for (size_t i = 0; i < thread_pins_.size(); ++i) {
-    if (thread_pins_[i].first != tid) continue;
-    if (thread_pins_[i].second == c) {  // already pinned by this thread: now its newest
-      auto e = thread_pins_[i];
-      thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(i));
-      thread_pins_.push_back(e);
-      return;
-    }
-    if (mine++ == 0) oldest_mine = i;
-  }
-  if (mine >= kPinsPerThread) {
-    --books_[thread_pins_[oldest_mine].second].pins;
-    plan_->unhold(static_cast<int32_t>(thread_pins_[oldest_mine].second));
-    thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(oldest_mine));
-    ++st_.pin_moves;
-  } else if (mine == 0 && cfg_.max_pins > 0) {
-    // A new thread beyond --threads (unexpected): the least recently faulting thread's pins go.
-    // (Counted in place: the fault path does not allocate.)
-    auto first_of = [&](size_t i) {
-      for (size_t k = 0; k < i; ++k)
-        if (thread_pins_[k].first == thread_pins_[i].first) return false;
-      return true;
-    };
-    size_t threads = 0;
-    for (size_t i = 0; i < thread_pins_.size(); ++i) threads += first_of(i);
-    if (threads >= cfg_.max_pins) {
-      // The least recent thread is the one whose newest pin is oldest.
-      uint32_t victim = thread_pins_.front().first;
-      size_t victim_newest = SIZE_MAX;
-      for (size_t j = 0; j < thread_pins_.size(); ++j) {
-        if (!first_of(j)) continue;
-        const uint32_t t = thread_pins_[j].first;
-        size_t newest = 0;
-        for (size_t i = 0; i < thread_pins_.size(); ++i)
-          if (thread_pins_[i].first == t) newest = i;
-        if (newest < victim_newest) {
-          victim_newest = newest;
-          victim = t;
-        }
-      }
-      for (size_t i = thread_pins_.size(); i-- > 0;)
-        if (thread_pins_[i].first == victim) {
-          --books_[thread_pins_[i].second].pins;
-          plan_->unhold(static_cast<int32_t>(thread_pins_[i].second));
-          thread_pins_.erase(thread_pins_.begin() + static_cast<ptrdiff_t>(i));
-        }
-    }
-  }
-  thread_pins_.emplace_back(tid, c);
-  ++books_[c].pins;
-  plan_->hold(static_cast<int32_t>(c));
-  st_.max_pins = std::max<uint64_t>(st_.max_pins, thread_pins_.size());
 }
 
 PlanError Pager::try_recycle(ChunkId c) {

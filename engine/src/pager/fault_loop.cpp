@@ -159,8 +159,9 @@ void Pager::read_messages() {
           std::lock_guard lk(mu_);
           ++st_.faults_handled;
           const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
-          if (oversize_ && addr >= b && addr < b + registered_bytes_)
-            pin_locked(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size));
+          if (pins_.oversize() && addr >= b && addr < b + registered_bytes_)
+            pins_.pin(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size), cfg_.max_pins,
+                      books_, *plan_, st_.pin_moves, st_.max_pins);
         }
         pending_.push_back({addr, t, false, false});
       } else if (m.event == UFFD_EVENT_UNMAP) {

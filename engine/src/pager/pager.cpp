@@ -122,7 +122,7 @@ void Pager::open_userfaultfd() {
 // The pager's books, sized once: the fault loop never allocates.
 void Pager::init_books() {
   books_.init(chunks_, chunk_pages_, registered_bytes_ / page_);
-  thread_pins_.reserve(kPinsPerThread * (cfg_.max_pins ? cfg_.max_pins : 16) + kPinsPerThread);
+  pins_.reserve(cfg_.max_pins);
   audit_ = cfg_.step_chunks.empty() ? SignalAudit(chunks_) : SignalAudit(chunks_, cfg_.step_chunks);
   pending_.reserve(1024);
   candidates_.reserve(64);

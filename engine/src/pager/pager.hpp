@@ -106,6 +106,7 @@
 #include "core/alloc_count.hpp"
 #include "core/latency.hpp"
 #include "pager/books.hpp"
+#include "pager/pins.hpp"
 #include "pager/signal_audit.hpp"
 #include "pager/trace.hpp"
 #include "pager/uffd.hpp"
@@ -225,7 +226,7 @@ struct PagerRejectionReport {
 class Pager final : private FillOwner {
  public:
   // Oversize steps: chunks pinned per compute thread (see above).
-  static constexpr uint32_t kPinsPerThread = 2;
+  static constexpr uint32_t kPinsPerThread = ThreadPins::kPerThread;
 
   // Maps and registers the region (throws InputError if userfaultfd is unavailable or the
   // configuration is invalid). The pager thread starts with start().
@@ -416,8 +417,6 @@ class Pager final : private FillOwner {
   std::pair<uint64_t, int> move_pages(std::byte* dst, const std::byte* src, uint64_t len);
   bool copy_pages(ChunkId c, const std::byte* data, uint64_t from_page);
   void maybe_collapse(ChunkId c);
-  void pin_locked(uint32_t tid, ChunkId c);
-  void clear_pins_locked();
   void set_mode_locked(bool oversize);
   void wake_chunk(ChunkId c);
   void reconcile_locked();
@@ -454,8 +453,7 @@ class Pager final : private FillOwner {
   mutable std::mutex mu_;
   // Guarded by mu_: the per-chunk state, its one owner (books.hpp).
   ChunkBooks books_;
-  std::vector<std::pair<uint32_t, ChunkId>> thread_pins_;      // (tid, chunk), oldest first
-  bool oversize_ = false;
+  ThreadPins pins_;  // the oversize steps' per-thread pins (pins.hpp)
   SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
   SignalAudit audit_;
   uint64_t step_ = 0;

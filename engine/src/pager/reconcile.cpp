@@ -20,13 +20,7 @@ uint64_t Pager::reconcile_now() {
 
 std::string Pager::evidence_locked() const {
   std::ostringstream os;
-  os << books_.evidence(cfg_.budget_chunks);
-  if (oversize_) {
-    os << " oversize pins={";
-    for (size_t i = 0; i < thread_pins_.size(); ++i)
-      os << (i ? "," : "") << "tid " << thread_pins_[i].first << ":" << thread_pins_[i].second;
-    os << "}";
-  }
+  os << books_.evidence(cfg_.budget_chunks) << pins_.evidence();
   return os.str();
 }
 
