@@ -1,5 +1,7 @@
 #include "util/test_util.hpp"
 
+#include <gtest/gtest.h>
+
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -40,11 +43,20 @@ void write_pattern_file(const std::string& path, uint64_t bytes, uint64_t seed) 
   make_region(path, bytes, seed);
 }
 
+bool feature_required(const std::string& feature) {
+  const char* names = std::getenv("RESIDENCY_REQUIRE");
+  std::stringstream list(names ? names : "");
+  for (std::string name; std::getline(list, name, ',');)
+    if (name == feature) return true;
+  return false;
+}
+
 std::optional<std::string> uffd_unavailable() {
   try {
     open_uffd();
     return std::nullopt;
   } catch (const InputError& e) {
+    if (feature_required("uffd")) ADD_FAILURE() << "RESIDENCY_REQUIRE names uffd, but: " << e.what();
     return std::string(e.what());
   }
 }

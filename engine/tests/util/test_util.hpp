@@ -25,8 +25,13 @@ class TempDir {
 // Writes `bytes` of the contract pattern with `seed` to `path`.
 void write_pattern_file(const std::string& path, uint64_t bytes, uint64_t seed);
 
-// nullopt when userfaultfd works here; otherwise the reason to GTEST_SKIP with.
+// nullopt when userfaultfd works here; otherwise the reason to GTEST_SKIP with. When the
+// environment's RESIDENCY_REQUIRE names `uffd` (CI's machine has it), the missing feature is
+// also recorded as a failure, so the skip cannot pass (tests/require_features.py, Python's side).
 std::optional<std::string> uffd_unavailable();
+
+// Whether RESIDENCY_REQUIRE (comma-separated feature names) names `feature`.
+bool feature_required(const std::string& feature);
 
 // Runs `binary args...`, stdout to `outfile` (default /dev/null), stderr captured; returns
 // the exit status (128 + signal when killed, -1 if it could not start) and stderr.
