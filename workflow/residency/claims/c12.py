@@ -10,7 +10,7 @@ without a board, so the verdict is insufficient-evidence for it alone.
 
 from __future__ import annotations
 
-from residency.claims.record import Assertion, ClaimResult, as_int
+from residency.claims.record import Assertion, ClaimResult, as_int, as_text
 
 ID = "C12"
 REFERENCE = ("Reference claim C12 (A.3): a deterministic 8,192+32 process schedules 3,384 objects per request "
@@ -32,7 +32,7 @@ def compute(frames, settings) -> ClaimResult:
         return None if r[k] is None else bool(r[k])
 
     hard = r["host_grade"] == "hard"
-    v = {"run_dir": r["run_dir"], "status": r["status"], "error": r["error"], "requests": as_int(r["requests"]),
+    v = {"run_dir": r["run_dir"], "status": r["status"], "error": as_text(r["error"]), "requests": as_int(r["requests"]),
          "resets": as_int(r["resets"]),
          "primary_tokens_equal_oracle": b("primary_tokens_equal_oracle"),
          "warm_tokens_equal_oracle": b("warm_tokens_equal_oracle"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from residency.claims.record import Assertion, ClaimResult
+from residency.claims.record import Assertion, ClaimResult, as_text
 
 ID = "C3"
 REFERENCE = ("Reference claim C3: in later fault-instrumented executables, all fourteen prespecified deterministic "
@@ -34,7 +34,7 @@ INPUTS = {"faults": "results/faults.parquet"}
 
 def _cell(r) -> dict:
     return {"class": r["class"], "status": r["status"], "valid": None if r["valid"] is None else bool(r["valid"]),
-            "reasons": r["reasons"], "checks": json.loads(r["checks_json"]), "run_dir": r["run_dir"]}
+            "reasons": as_text(r["reasons"]), "checks": json.loads(r["checks_json"]), "run_dir": r["run_dir"]}
 
 
 def compute(frames, settings) -> ClaimResult:
@@ -50,7 +50,7 @@ def compute(frames, settings) -> ClaimResult:
          "gpu_grades": sorted(set(map(str, pre["gpu_grade"]))),
          "gpu_boundary": True if audited and all(audited) else None,
          "outside_set": {f"{r['adapter']}/{r['cell']}": {"valid": None if r["valid"] is None else bool(r["valid"]),
-                                                          "reasons": r["reasons"]} for _, r in outside.iterrows()}}
+                                                          "reasons": as_text(r["reasons"])} for _, r in outside.iterrows()}}
     insufficient = []
     if len(cells) < 2:
         insufficient.append(f"C3 needs cells on two adapters; results/faults.parquet has {len(cells)}")

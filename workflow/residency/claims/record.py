@@ -174,6 +174,11 @@ def as_int(v) -> int | None:
     return None if v is None or v != v else int(v)
 
 
+def as_text(v) -> str | None:
+    """A Parquet text cell as a JSON string (None for null: pandas reads a missing string as NaN)."""
+    return None if v is None or v != v else str(v)
+
+
 def as_float(v) -> float | None:
     return None if v is None or v != v else float(v)
 

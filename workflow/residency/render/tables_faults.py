@@ -46,7 +46,7 @@ def _observed(r) -> str:
             v = r[extra[0]]
             what += f", {int(v) if isinstance(v, float) and v == v else v} {extra[1]}"
     star = "" if r["prespecified"] else " (beyond C3's set)"
-    reasons = f" [{r['reasons']}]" if r["reasons"] else ""
+    reasons = f" [{r['reasons']}]" if isinstance(r["reasons"], str) and r["reasons"] else ""  # NaN: none
     return f"{r['cell']}: {verdict}{star}, {what}{reasons}"
 
 
