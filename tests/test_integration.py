@@ -438,21 +438,25 @@ def test_rerun_is_a_no_op(campaign):
 
 
 def test_a_change_three_imports_deep_remakes_what_runs_it_and_nothing_else(campaign):
-    """evidence/extents.py is imported by gather.pager through exactness and demand: newer
-    than the campaign's outputs, it remakes the model gathers (and what reads them), never
-    the gathers that do not import it."""
+    """evidence/extents.py is imported by gather.pager through exactness and demand: changed
+    (Snakemake compares an input's checksum, so a touch is not a change), it remakes the model
+    gathers (and what reads them), never the gathers that do not import it. The file is
+    changed by one trailing comment and restored, bytes and times, however the test ends."""
     work, env = campaign
     from residency.core import imports
 
     deep = imports.PACKAGE_DIR / "evidence" / "extents.py"
-    st = deep.stat()
+    st, original = deep.stat(), deep.read_bytes()
     try:
+        deep.write_bytes(original + b"# a change for tests/test_integration.py\n")
         os.utime(deep, (st.st_atime, time.time() + 3600))
         p = snakemake(work, "figures", "-n", "--cores", "1", "--quiet", "rules", env=env)
     finally:
+        deep.write_bytes(original)
         os.utime(deep, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert p.returncode == 0, p.stderr[-2000:]
-    jobs = {line.split()[0] for line in p.stdout.splitlines() if len(line.split()) == 2 and line.split()[1].isdigit()}
+    jobs = {line.split()[0] for line in (p.stdout + p.stderr).splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert {"gather_pager_model", "gather_matched_source", "certificate_record"} <= jobs, sorted(jobs)
     assert not {"gather_reclaim", "gather_pager_model_roofline", "figure_04", "engine"} & jobs, sorted(jobs)
 
