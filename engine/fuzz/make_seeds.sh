@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes engine/fuzz/corpus/ again from the real programs: the tiny GGUFs the engine tests
-# generate (residency.gguf_synth through tests/adapters/llama/make_test_models.py, in the
+# generate (residency.inputs.gguf_synth through tests/adapters/llama/make_test_models.py, in the
 # Release build's test-models), `residctl generate` on them (objects.json, --graph-plan-out),
 # `residctl inventory` (--content-digests). GGUF seeds are each model's header and tensor
 # table (the bytes before its data offset): the targets make the data section virtual.

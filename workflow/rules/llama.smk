@@ -39,7 +39,7 @@ rule llama_sdist:
     conda:
         CONDA_ENV
     shell:
-        "{params.py:q} -m residency.llama_build fetch --version {params.version:q} --sha256 {params.sha256:q}"
+        "{params.py:q} -m residency.inputs.llama_build fetch --version {params.version:q} --sha256 {params.sha256:q}"
         " --out {output:q} 2> {log:q}"
 
 
@@ -69,7 +69,7 @@ rule llama_build:
     conda:
         CONDA_ENV
     shell:
-        "{params.py:q} -m residency.llama_build build {params.sdist:q} {params.source_dir:q}"
+        "{params.py:q} -m residency.inputs.llama_build build {params.sdist:q} {params.source_dir:q}"
         " --sdist-sha256 {params.sha256:q} --sdist-version {params.version:q} --commit {params.commit:q}"
         " --build-dir {params.build_dir:q} --build-type {params.build_type:q} --native {params.native:q}"
         " {params.extra:q} --identity {output.identity:q} -j {threads:q} > {log:q} 2>&1"

@@ -453,7 +453,7 @@ TEST(EvalObserver, BoundariesAndTheWeightReadAudit) {
 namespace {
 
 // D/OPT of the declared arm's run: its misses over Belady's MIN on its own reference trace
-// at its budget, computed by the pipeline's code (residency.trace, residency.belady). D can
+// at its budget, computed by the pipeline's code (residency.core.trace, residency.analysis.belady). D can
 // never beat the offline optimum, and a trace with no miss would make the ratio meaningless.
 void expect_declared_over_opt_at_least_one(const std::string& run, const std::string& what) {
   if (std::string(RESID_PYTHON).empty()) {
