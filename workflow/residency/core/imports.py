@@ -52,11 +52,16 @@ def _base(node: ast.ImportFrom, module: str, is_package: bool) -> str | None:
 
 
 @functools.cache
+def _tree(module: str) -> ast.Module:
+    path = modules()[module]
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
 def edges(module: str) -> frozenset[str]:
     """The modules `module` imports directly."""
-    path = modules()[module]
-    nodes = ast.walk(ast.parse(path.read_text(), str(path)))
-    return frozenset(imported_by(nodes, module, path.name == "__init__.py") - {module})
+    nodes = ast.walk(_tree(module))
+    return frozenset(imported_by(nodes, module, modules()[module].name == "__init__.py") - {module})
 
 
 def closure(entries, skip=lambda importer, imported: False) -> set[str]:
@@ -75,9 +80,7 @@ def closure(entries, skip=lambda importer, imported: False) -> set[str]:
 def function_imports(module: str, function: str) -> set[str]:
     """The modules a top-level function of `module` imports in its body, and those of the
     module's other top-level functions it calls (by name), transitively."""
-    path = modules()[module]
-    tree = ast.parse(path.read_text(), str(path))
-    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defs = {n.name: n for n in _tree(module).body if isinstance(n, ast.FunctionDef)}
     if function not in defs:
         raise KeyError(f"{module} has no function {function}")
     seen, todo, found = set(), [function], set()
