@@ -19,15 +19,14 @@ import yaml
 
 from conftest import ROOT, snakemake, tiny_config, tiny_workdir
 from residency.campaigns import progress
+from test_rule_placement import run_cell_rules
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]  # never in the fast lane (-m "not integration")
 
 CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
 PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
-RUN_RULES = {"calibrate_overhead_run", "pager_main_cell", "pager_stress_cell", "pager_model_calibrate_run",
-             "pager_model_cell", "pager_model_baseline", "matched_source_cell", "reclaim_cell", "certificate_cell",
-             "fault_cell", "tasks_calibrate_run", "task_cell", "cache_transfer_cell", "speculative_cell",
-             "pager_model_roofline_run"}
+# Run cells: the rules that run `residency run` (one definition, shared with the placement test).
+RUN_RULES = run_cell_rules()
 
 
 def _cluster(cmd: str, env: dict) -> subprocess.CompletedProcess:

@@ -20,8 +20,13 @@ def rules() -> dict[str, str]:
     return found
 
 
+def run_cell_rules() -> set[str]:
+    """The rules whose job runs a harness (`residency run`): the run cells."""
+    return {name for name, text in rules().items() if re.search(r'"residency run ', text)}
+
+
 def test_the_slurm_profile_gives_every_run_cell_and_only_those_a_whole_node():
-    cells = {name for name, text in rules().items() if re.search(r'"residency run ', text)}
+    cells = run_cell_rules()
     profile = yaml.safe_load((ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())
     exclusive = {r for r, res in profile["set-resources"].items() if "--exclusive" in str(res.get("slurm_extra"))}
     assert cells and exclusive == cells, f"cells without a node: {cells - exclusive}; not cells: {exclusive - cells}"
