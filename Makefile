@@ -13,6 +13,8 @@ BUILD_FUZZ := .build/fuzz
 # Seconds per fuzz target: `make fuzz` (FUZZ_SECONDS) and the short run of `make test`.
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 10
+# Executions per fuzz target (`make fuzz FUZZ_RUNS=1000000`): each runs until then, FUZZ_SECONDS its cap.
+FUZZ_RUNS ?=
 
 # make figures CONFIG=config/paper.yaml [PROFILE=workflow/profiles/slurm]: another config
 # (validated first: a bad key stops with one line) and another Snakemake profile.
@@ -96,7 +98,7 @@ fuzz-build: sysdeps clang llama
 	cmake --build $(BUILD_FUZZ) -j2
 
 fuzz: fuzz-build
-	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_RUNS)
 
 test-fuzz: fuzz-build
 	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS)
