@@ -1,5 +1,6 @@
 """Every environment failure of a run cell ends in one line: a full disk (ENOSPC), a
-read-only filesystem (EROFS), a run directory that vanished, a cgroup that cannot be made.
+read-only filesystem (EROFS), a directory this user may not write (EACCES), a run directory
+that vanished, a cgroup that cannot be made.
 Exit 2, the path and what to do named, no temporary file left, nothing final half-written.
 The run directory's filesystem is a small tmpfs mounted for the test (root)."""
 
@@ -84,6 +85,21 @@ def test_the_engine_on_a_full_disk_leaves_no_temporary_file(tmp_path, small_fs):
 def test_a_read_only_filesystem_is_one_line(tmp_path, small_fs):
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
     one_line(run_cell(small_fs / "run", engine(tmp_path, "exit 0")), "Read-only file system", "read-only")
+
+
+def test_a_directory_this_user_may_not_write_is_one_line(tmp_path):
+    """EACCES as a user meets it: root without the capabilities that bypass permission bits
+    (setpriv drops them from the bounding set) under a directory of mode 0555."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("[root] setpriv (util-linux) drops root's permission-bypassing capabilities")
+    parent = tmp_path / "read-only-for-users"
+    parent.mkdir(mode=0o555)
+    out = parent / "run"
+    p = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--",
+                        sys.executable, "-m", "residency.cli", "run", "--out", str(out), "--cgroup", "off", "--",
+                        engine(tmp_path, "exit 0")], capture_output=True, text=True, cwd=ROOT)
+    line = one_line(p, "Permission denied", "make the results directory writable")
+    assert str(out) in line and not out.exists()
 
 
 def test_a_run_directory_that_vanished_is_one_line(tmp_path):
