@@ -110,6 +110,14 @@ def iteration(work: Path, env: dict) -> dict:
     }
 
 
+def _statuses(not_ok: list[tuple[str, str]]) -> str:
+    """'none', or each status with its count and its first run directory."""
+    by: dict[str, list[str]] = {}
+    for d, s in not_ok:
+        by.setdefault(s, []).append(d)
+    return ", ".join(f"{s} x{len(ds)} (e.g. {ds[0]})" for s, ds in sorted(by.items())) or "none"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=10)
@@ -132,13 +140,13 @@ def main() -> int:
             r = iteration(work, env)
             results.append(r)
             print(f"iteration {i}: snakemake rc {r['snakemake_rc']} in {r['wall_s']} s; {r['runs']} runs; "
-                  f"oom-killed {len(r['oom_killed'])} {r['oom_killed']}; not ok {r['not_ok']}; "
+                  f"oom-killed {len(r['oom_killed'])} {r['oom_killed']}; not ok {_statuses(r['not_ok'])}; "
                   f"within a page of the limit {len(r['near_limit'])} {r['near_limit']}", flush=True)
             print(f"  verdicts: {' '.join(f'{k}={v}' for k, v in r['verdicts'].items())}", flush=True)
             for line in r["snakemake_tail"]:
                 print(f"  snakemake: {line}", flush=True)
-            if r["snakemake_rc"] == 0:
-                shutil.rmtree(work / "results" / "runs", ignore_errors=True)  # keep disk use flat
+            if r["snakemake_rc"] == 0 and i < args.iterations - 1:  # keep disk use flat; the last stays whole
+                shutil.rmtree(work / "results" / "runs", ignore_errors=True)
     finally:
         stop_load(load)
 
