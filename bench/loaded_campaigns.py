@@ -99,12 +99,14 @@ def iteration(work: Path, env: dict) -> dict:
     t0 = time.monotonic()
     proc = snakemake(work, "figures", "--cores", "2", "--resources", "storage_exclusive=1", env=env, timeout=3600)
     wall = time.monotonic() - t0
+    load1, load5, _ = os.getloadavg()
     recs = run_records(work)
     bad = [(d, r.get("status")) for d, r in recs if r.get("status") not in ("ok", "unavailable")]
     return {
         "snakemake_rc": proc.returncode,
         "snakemake_tail": proc.stderr.splitlines()[-3:] if proc.returncode else [],
         "wall_s": round(wall, 1),
+        "loadavg_1_5": [round(load1, 2), round(load5, 2)],
         "runs": len(recs),
         "oom_killed": [d for d, s in bad if s == "oom-killed"],
         "not_ok": bad,
@@ -142,7 +144,8 @@ def main() -> int:
             work.mkdir()
             r = iteration(work, env)
             results.append(r)
-            print(f"iteration {i}: snakemake rc {r['snakemake_rc']} in {r['wall_s']} s; {r['runs']} runs; "
+            print(f"iteration {i}: snakemake rc {r['snakemake_rc']} in {r['wall_s']} s (load average at its end, 1 and 5 min: "
+                  f"{r['loadavg_1_5']}); {r['runs']} runs; "
                   f"oom-killed {len(r['oom_killed'])} {r['oom_killed']}; not ok {_statuses(r['not_ok'])}; "
                   f"within a page of the limit {len(r['near_limit'])} {r['near_limit']}", flush=True)
             print(f"  verdicts: {' '.join(f'{k}={v}' for k, v in r['verdicts'].items())}", flush=True)
