@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 # when that environment (e.g. .venv) is not activated.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 from residency.campaigns import cells as residency_cells  # noqa: E402
+from residency.campaigns import studies as residency_studies  # noqa: E402
 from residency.core import config as residency_config  # noqa: E402
 from residency.core import locks as residency_locks  # noqa: E402
 
@@ -77,16 +78,20 @@ include: "workflow/rules/report.smk"
 
 
 # Where each rule runs under a cluster executor. A run cell (its command is the harness,
-# `residency run`) is its own SLURM job on a whole node (the slurm profile's set-resources;
-# tests/test_rule_placement.py keeps the two in step); so are the rules that build native
-# code for the nodes, or probe, describe or read for them (NODE_RULES). Every other rule
-# only reads and writes files, or fetches from PyPI (which compute nodes may not reach),
-# and runs in the Snakemake process itself.
+# `residency run`) is its own SLURM job on a whole node: the studies' run rules
+# (residency/campaigns/studies.py, from which the slurm profile's set-resources is written);
+# so are the rules that build native code for the nodes, or probe, describe or read for them
+# (NODE_RULES, and the studies' node rules). Every other rule only reads and writes files, or
+# fetches from PyPI (which compute nodes may not reach), and runs in the Snakemake process.
 NODE_RULES = {"engine", "llama_build", "machine", "probe", "synthetic_region", "region_content_digests",
               "model_content_digests", "model_inventory", "model_user_inventory", "model_verify", "model_synthetic",
-              "model_user", "pager_model_graph_plan", "speculative_draft"}
-workflow.localrules(*(r.name for r in workflow.rules
-                      if r.name not in NODE_RULES and "residency run " not in (r.shellcmd or "")))
+              "model_user"} | residency_studies.node_rules()
+RUN_RULES = set(residency_studies.run_rules())
+# A rule that runs a cell but is no study's run rule would run in the Snakemake process.
+if stray := sorted(RUN_RULES ^ {r.name for r in workflow.rules if "residency run " in (r.shellcmd or "")}):
+    sys.exit(f"workflow error: {', '.join(stray)}: a rule runs `residency run` if and only if it is a study's "
+             "run rule (residency/campaigns/studies.py)")
+workflow.localrules(*(r.name for r in workflow.rules if r.name not in NODE_RULES | RUN_RULES))
 
 
 onstart:

@@ -35,11 +35,13 @@ def test_a_claim_depends_on_its_own_module_not_its_siblings():
 
 
 def test_every_choice_of_a_dispatched_command_has_its_handler():
+    """A table's handler is cli's _table_<choice>; a gather's is the registry's command."""
     sub = next(a for a in cli.parser()._actions if a.dest == "command").choices
     for command in ("gather", "table"):
         study = next(a for a in sub[command]._actions if a.dest in ("study", "table"))
         for choice in study.choices:
-            assert callable(cli._handler(command, choice)), (command, choice)
+            g = cli._registered_gather(choice) if command == "gather" else None
+            assert callable(imports.resolve(g.command) if g else cli._handler(command, choice)), (command, choice)
             assert cli.code_of(command, choice), (command, choice)
 
 
@@ -98,9 +100,11 @@ def _loaded_and_static(tmp_path, argv, code):
 
 def _unlisted(loaded: set, static: set, code) -> set:
     """Loaded modules that are not code inputs, beyond those loaded without running for this
-    command: the subcommands the parser registers, packages, and (a claim) the sibling
-    claims the claim registry imports to list them."""
-    ignore = imports.closure(cli.REGISTERED_BY.values()) | {"residency.cli"}
+    command: the subcommands the parser registers, the study registry it lists the gathers
+    from (what it imports, not the functions it names) and the resolver of those names,
+    packages, and (a claim) the sibling claims the claim registry imports to list them."""
+    ignore = imports.closure(cli.REGISTERED_BY.values()) | {"residency.cli", "residency.core.imports"}
+    ignore |= imports.closure({"residency.campaigns.studies"}, references=False)
     ignore |= {m for m in loaded if imports.modules()[m].name == "__init__.py" and m != "residency.claims"}
     if code[0] == "claim":
         own = f"residency.claims.{code[1].lower()}"

@@ -71,9 +71,33 @@ def _cmd_region_identity(a) -> int:
 
 
 def _cmd_gather(a) -> int:
-    t = _handler("gather", a.study)(a)
+    t = _gather(a)
     print(f"residency gather: {t.num_rows} runs -> {a.out}", file=sys.stderr)
     return 0
+
+
+def _gather(a):
+    """`residency gather STUDY`: the registered gather's command (campaigns/studies.py), given
+    the options it declares, after the CLI has said which of those it needs are missing."""
+    from residency.core.imports import resolve
+
+    g = _registered_gather(a.study)
+    if g is None:
+        return _handler("gather", a.study)(a)
+    _need(a, *g.needs)
+    return resolve(g.command)(a.run_dirs, a.out, **{o: getattr(a, o) for o in g.needs + g.takes})
+
+
+def _registered_gather(choice: str | None):
+    from residency.campaigns import studies
+
+    return studies.gathers().get(choice)
+
+
+def _gather_choices() -> list[str]:
+    from residency.campaigns import studies
+
+    return sorted({*studies.gathers(), *_choices("gather")})
 
 
 def _handler(command: str, choice: str):
@@ -88,80 +112,11 @@ def _choices(command: str) -> list[str]:
     return sorted(n[len(prefix):].replace("_", "-") for n, f in globals().items() if n.startswith(prefix) and callable(f))
 
 
-def _gather_certificate(a):
-    from residency.gather.certificate import gather_certificate
-
-    _need(a, "oracle", "model_identity", "reserve_bytes")
-    return gather_certificate(a.run_dirs[0], a.oracle, a.model_identity, a.reserve_bytes, a.out, a.record)
-
-
-def _gather_faults(a):
-    from residency.gather.faults import gather_faults
-
-    _need(a, "prespecified")
-    return gather_faults(a.run_dirs, json.loads(a.prespecified), a.out)
-
-
-def _gather_reset_warm(a):
-    from residency.gather.faults import gather_reset_warm
-
-    _need(a, "oracle")
-    return gather_reset_warm(a.run_dirs[0], a.oracle, a.out)
-
-
-def _gather_tasks(a):
-    from residency.gather.tasks import gather_tasks
-
-    _need(a, "tasks", "model_identity")
-    spec = json.loads(a.tasks)
-    return gather_tasks(a.run_dirs, spec["seed"], spec["n"], a.model_identity, a.out)
-
-
-def _gather_cache_transfer(a):
-    from residency.gather.cache_transfer import gather_cache_transfer
-
-    return gather_cache_transfer(a.run_dirs, a.out)
-
-
-def _gather_pager_model_roofline(a):
-    from residency.gather.roofline import gather_roofline
-
-    return gather_roofline(a.run_dirs, a.out)
-
-
-def _gather_speculative(a):
+def _gather_speculative(a):  # not yet a registered study
     from residency.gather.speculative import gather_speculative
 
     _need(a, "draft_identity")
     return gather_speculative(a.run_dirs, a.draft_identity, a.out)
-
-
-def _gather_reclaim(a):
-    from residency.gather.reclaim import gather_reclaim
-
-    _need(a, "region_identity")
-    return gather_reclaim(a.run_dirs, a.region_identity, a.out, a.llama_identity)
-
-
-def _gather_pager_synthetic(a):
-    from residency.gather.pager import gather_pager_synthetic
-
-    _need(a, "region_identity")
-    return gather_pager_synthetic(a.run_dirs, a.region_identity, a.out, a.llama_identity)
-
-
-def _gather_pager_model(a):
-    from residency.gather.pager import gather_pager_model
-
-    _need(a, "oracle", "model_identity")
-    return gather_pager_model(a.run_dirs, a.oracle, a.model_identity, a.out, a.llama_identity)
-
-
-def _gather_matched_source(a):
-    from residency.gather.pager import gather_matched_source
-
-    _need(a, "oracle", "model_identity")
-    return gather_matched_source(a.run_dirs, a.oracle, a.model_identity, a.out, a.llama_identity)
 
 
 # Commands whose subcommands and handlers live in their own module (register(sub)).
@@ -178,6 +133,8 @@ def code_of(command: str, choice: str | None = None) -> list[str]:
     cli = "residency.cli"
     if command in REGISTERED_BY:
         entries = {REGISTERED_BY[command]}
+    elif command == "gather" and (g := _registered_gather(choice)):
+        entries = {imports.module_of(g.command)}
     elif choice and f"_{command}_{choice}".replace("-", "_") in globals():
         entries = imports.function_imports(cli, f"_{command}_{choice}".replace("-", "_"))
     else:
@@ -502,16 +459,8 @@ def _add_cell_commands(sub) -> None:
 def _add_gather_commands(sub) -> None:
     """Run directories to tables: gather, certificate, analyse."""
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=_choices("gather"))
-    s.add_argument("--region-identity", help="pager-synthetic, reclaim: the region's identity record")
-    s.add_argument("--oracle", help="pager-model, matched-source: the oracle run directory")
-    s.add_argument("--model-identity", help="pager-model, matched-source: the model's identity record")
-    s.add_argument("--llama-identity", help="the llama.cpp build's identity record (llama-identity.json)")
-    s.add_argument("--draft-identity", help="speculative: the draft's identity record")
-    s.add_argument("--reserve-bytes", type=int, help="certificate: R_policy (eq. 1)")
-    s.add_argument("--record", help="certificate: the certificate.json the table must agree with")
-    s.add_argument("--prespecified", help="faults: JSON list of C3's [adapter, cell] pairs")
-    s.add_argument("--tasks", help='tasks: JSON {"seed": S, "n": N}, the tasks the runs answered')
+    s.add_argument("study", choices=_gather_choices())
+    _add_gather_options(s)
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
     s.set_defaults(func=_cmd_gather)
@@ -530,6 +479,15 @@ def _add_gather_commands(sub) -> None:
     s.add_argument("--opt-out", required=True)
     s.add_argument("--determinism-out", help="pager-synthetic: determinism per cell")
     s.set_defaults(func=_cmd_analyse)
+
+
+def _add_gather_options(s) -> None:
+    """The registry's gather options (campaigns/studies.py), each saying which gathers use it."""
+    from residency.campaigns import studies
+
+    users = {o: [g.name for g in studies.gathers().values() if o in g.needs + g.takes] for o in studies.GATHER_OPTIONS}
+    for o, (kind, what) in studies.GATHER_OPTIONS.items():
+        s.add_argument(f"--{o.replace('_', '-')}", type=kind, help=f"{', '.join(users[o])}: {what}" if users[o] else what)
 
 
 def _add_render_commands(sub) -> None:

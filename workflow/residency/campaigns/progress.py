@@ -19,32 +19,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from residency.campaigns import bounded_source, cache_transfer, cells, fault_cells, speculative, tasks
+from residency.campaigns import cells, speculative, studies
 
 
 def study_runs(config: dict) -> dict[str, list[str]]:
-    """Every run cell's harness.json, per study, calibration runs included."""
-    ps = config["pager_synthetic"]
-    threads = sorted({ps["main"]["threads"], *ps["stress"]["threads"]})
-    synthetic = [p for t in threads for p in cells.calibration_runs(config, t)]
-    return {
-        "pager_synthetic": synthetic + cells.main_cells(config) + cells.stress_cells(config),
-        "pager_model": _pm_runs(config),
-        "matched_source": cells.ms_cells(config),
-        "bounded_source": bounded_source.calibration_runs(config) + bounded_source.runs(),
-        "reclaim": cells.reclaim_cells(config),
-        "certificate": [cells.cert_run(c) for c in cells.CERT_CELLS],
-        "faults": [fault_cells.cell_run(a, c) for a in fault_cells.adapters(config)
-                   for c in fault_cells.cell_names(config, a)],
-        "tasks": tasks.calibration_runs(config) + tasks.task_runs(config),
-        "cache_transfer": cache_transfer.runs(config),
-        "speculative": speculative.runs(),
-    } | {f"pager_model {name}": _pm_runs(cells.model_view(config, name)) for name in cells.sweep_names(config)}
-
-
-def _pm_runs(view: dict) -> list[str]:
-    return (cells.pm_calibration_runs(view) + cells.pm_cells(view) + cells.pm_baselines(view)
-            + cells.pm_roofline_runs(view))
+    """Every run cell's harness.json, per registered study, calibration runs included (a
+    per-model study's further models each under "<study> <model>", after every study)."""
+    runs = {s.name: s.runs(config) for s in studies.STUDIES}
+    runs["speculative"] = speculative.runs()  # not yet a registered study
+    return runs | {f"{s.name} {m}": s.runs(cells.model_view(config, m))
+                   for s in studies.STUDIES if s.per_model for m in cells.sweep_names(config)}
 
 
 def requested(studies: dict[str, list[str]], outputs) -> dict[str, list[str]]:

@@ -4,17 +4,35 @@ them changes (the rules' `code` inputs, residency.cli.code_of) and nothing else.
 
 An edge is any `import` or `from ... import` of a residency module anywhere in a module,
 a function body's included: a lazy import runs on some path, so it counts. A package's
-`__init__` is a module like any other.
+`__init__` is a module like any other. So is a string "residency.<module>:<attribute>": it
+is how a lower layer's declaration (campaigns/studies.py) names a higher layer's function,
+which the layer that calls it imports (`resolve`); the string is the import, made late.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import importlib
+import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/residency
 PACKAGE = PACKAGE_DIR.name
+REFERENCE = re.compile(rf"^({PACKAGE}(?:\.\w+)*):(\w+)$")  # "residency.gather.pager:PAGER_MODEL_SCHEMA"
+
+
+def module_of(ref: str) -> str:
+    """The module a "module:attribute" reference names."""
+    m = REFERENCE.match(ref)
+    if m is None:
+        raise ValueError(f"not a '{PACKAGE}.<module>:<attribute>' reference: {ref!r}")
+    return m.group(1)
+
+
+def resolve(ref: str):
+    """The attribute a "module:attribute" reference names, its module imported now."""
+    return getattr(importlib.import_module(module_of(ref)), ref.rsplit(":", 1)[1])
 
 
 @functools.cache
@@ -28,11 +46,15 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imported_by(nodes, module: str, is_package: bool) -> set[str]:
-    """The residency modules the import statements among `nodes` name."""
+def imported_by(nodes, module: str, is_package: bool, references: bool = True) -> set[str]:
+    """The residency modules the import statements among `nodes` name, and (`references`)
+    those the "module:attribute" strings among them name."""
     known, out = modules(), set()
     for node in nodes:
-        if isinstance(node, ast.Import):
+        if (references and isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and (ref := REFERENCE.match(node.value))):
+            out.add(ref.group(1))
+        elif isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name in known}
         elif isinstance(node, ast.ImportFrom):
             base = _base(node, module, is_package)
@@ -58,22 +80,24 @@ def _tree(module: str) -> ast.Module:
 
 
 @functools.cache
-def edges(module: str) -> frozenset[str]:
-    """The modules `module` imports directly."""
+def edges(module: str, references: bool = True) -> frozenset[str]:
+    """The modules `module` imports directly (`references`: its "module:attribute" strings too)."""
     nodes = ast.walk(_tree(module))
-    return frozenset(imported_by(nodes, module, modules()[module].name == "__init__.py") - {module})
+    return frozenset(imported_by(nodes, module, modules()[module].name == "__init__.py", references) - {module})
 
 
-def closure(entries, skip=lambda importer, imported: False) -> set[str]:
+def closure(entries, skip=lambda importer, imported: False, references: bool = True) -> set[str]:
     """`entries` and every module they import, directly or not; `skip(a, b)` drops an edge
-    (a registry importing every member to list them is not a member's computation)."""
+    (a registry importing every member to list them is not a member's computation);
+    `references`: False leaves out what "module:attribute" strings name (what importing a
+    module loads, before anything resolves them)."""
     seen, todo = set(), list(entries)
     while todo:
         m = todo.pop()
         if m in seen:
             continue
         seen.add(m)
-        todo += [d for d in edges(m) if not skip(m, d)]
+        todo += [d for d in edges(m, references) if not skip(m, d)]
     return seen
 
 

@@ -92,3 +92,8 @@ def gather_certificate(run_dir: str, oracle_dir: str, model_identity: str, reser
     t = lineage.attach(t, lin)
     atomic.write_parquet(out, t)
     return t
+
+
+def certificate_command(run_dirs, out, oracle, model_identity, reserve_bytes, record=None) -> pa.Table:
+    """`residency gather certificate` (campaigns/studies.py): the certified run is the first."""
+    return gather_certificate(run_dirs[0], oracle, model_identity, reserve_bytes, out, record)

@@ -179,6 +179,11 @@ def gather_faults(run_dirs: list[str | os.PathLike], prespecified: list[list[str
     return write(lin, out, faults_table)
 
 
+def faults_command(run_dirs, out, prespecified) -> pa.Table:
+    """`residency gather faults` (campaigns/studies.py): --prespecified is JSON."""
+    return gather_faults(run_dirs, json.loads(prespecified), out)
+
+
 def warm_row(run_dir: Path, oracle_dir: Path) -> dict:
     row, run, _ = common_row(run_dir)
     oracle = json.loads((oracle_dir / "tokens.json").read_text())["tokens"]
@@ -214,6 +219,11 @@ def warm_row(run_dir: Path, oracle_dir: Path) -> dict:
 def gather_reset_warm(run_dir: str, oracle_dir: str, out: str) -> pa.Table:
     lin = {"kind": "gather", "study": "reset-warm", "run_dirs": [str(run_dir)], "oracle": str(oracle_dir)}
     return write(lin, out, reset_warm_table)
+
+
+def reset_warm_command(run_dirs, out, oracle) -> pa.Table:
+    """`residency gather reset-warm` (campaigns/studies.py): the warm run is the first."""
+    return gather_reset_warm(run_dirs[0], oracle, out)
 
 
 # The table's columns, declared: a column that is null in every run keeps its type.

@@ -217,6 +217,11 @@ def gather_pager_model(run_dirs: list[str | os.PathLike], oracle_dir: str | os.P
                        "llama": base.llama_record(llama_identity)}, out, pager_model_from)
 
 
+def pager_model_command(run_dirs, out, oracle, model_identity, llama_identity=None) -> pa.Table:
+    """`residency gather pager-model` (campaigns/studies.py)."""
+    return gather_pager_model(run_dirs, oracle, model_identity, out, llama_identity)
+
+
 MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
     ("source_arm", pa.string()),              # oracle | P | D | F
     ("block", pa.int32()),                    # pair number (0 for the oracle and P)
@@ -311,6 +316,11 @@ def gather_matched_source(run_dirs, oracle_dir, model_identity, out, llama_ident
     return base.write({"study": "matched-source", "run_dirs": list(map(str, run_dirs)),
                        "identity": json.loads(Path(model_identity).read_text()), "oracle": str(oracle_dir),
                        "llama": base.llama_record(llama_identity)}, out, matched_source_from)
+
+
+def matched_source_command(run_dirs, out, oracle, model_identity, llama_identity=None) -> pa.Table:
+    """`residency gather matched-source` (campaigns/studies.py)."""
+    return gather_matched_source(run_dirs, oracle, model_identity, out, llama_identity)
 
 
 # The table a gather lineage describes (gather_base.write; verify --deep through gather_studies).

@@ -132,3 +132,9 @@ def gather_tasks(run_dirs: list[str | os.PathLike], seed: int, n: int, model_ide
     with its task's oracle, its sibling directory)."""
     return write({"study": "tasks", "run_dirs": sorted(map(str, run_dirs)), "seed": int(seed), "n": int(n),
                   "identity": json.loads(Path(model_identity).read_text())}, out, tasks_table)
+
+
+def tasks_command(run_dirs, out, tasks, model_identity) -> pa.Table:
+    """`residency gather tasks` (campaigns/studies.py): --tasks is JSON {"seed": S, "n": N}."""
+    spec = json.loads(tasks)
+    return gather_tasks(run_dirs, spec["seed"], spec["n"], model_identity, out)
