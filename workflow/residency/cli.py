@@ -94,7 +94,7 @@ def _registered_gather(choice: str | None):
     return studies.gathers().get(choice)
 
 
-def _gather_choices() -> list[str]:
+def _choices_of_gather() -> list[str]:
     from residency.campaigns import studies
 
     return sorted({*studies.gathers(), *_choices("gather")})
@@ -459,7 +459,7 @@ def _add_cell_commands(sub) -> None:
 def _add_gather_commands(sub) -> None:
     """Run directories to tables: gather, certificate, analyse."""
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=_gather_choices())
+    s.add_argument("study", choices=_choices_of_gather())
     _add_gather_options(s)
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
