@@ -112,13 +112,6 @@ def _choices(command: str) -> list[str]:
     return sorted(n[len(prefix):].replace("_", "-") for n, f in globals().items() if n.startswith(prefix) and callable(f))
 
 
-def _gather_speculative(a):  # not yet a registered study
-    from residency.gather.speculative import gather_speculative
-
-    _need(a, "draft_identity")
-    return gather_speculative(a.run_dirs, a.draft_identity, a.out)
-
-
 # Commands whose subcommands and handlers live in their own module (register(sub)).
 REGISTERED_BY = {"model": "residency.inputs.models_cli", "premise": "residency.evidence.premise"}
 CLAIM_MODULE = re.compile(r"^residency\.claims\.[cp]\d+$")

@@ -19,14 +19,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from residency.campaigns import cells, speculative, studies
+from residency.campaigns import cells, studies
 
 
 def study_runs(config: dict) -> dict[str, list[str]]:
     """Every run cell's harness.json, per registered study, calibration runs included (a
     per-model study's further models each under "<study> <model>", after every study)."""
     runs = {s.name: s.runs(config) for s in studies.STUDIES}
-    runs["speculative"] = speculative.runs()  # not yet a registered study
     return runs | {f"{s.name} {m}": s.runs(cells.model_view(config, m))
                    for s in studies.STUDIES if s.per_model for m in cells.sweep_names(config)}
 

@@ -142,6 +142,11 @@ STUDIES = (
                           "residency.gather.cache_transfer:cache_transfer_table",
                           "residency.gather.cache_transfer:CACHE_TRANSFER_SCHEMA"),),
           claims=("C7",)),
+    Study("speculative", lambda config: speculative.runs(), ("speculative_cell",),
+          gathers=(Gather("speculative", "residency.gather.speculative:gather_speculative",
+                          "residency.gather.speculative:speculative_table",
+                          "residency.gather.speculative:SPECULATIVE_SCHEMA", needs=("draft_identity",)),),
+          node_rules=("speculative_draft",), claims=("C4",)),
 )
 
 
@@ -152,12 +157,12 @@ def gathers() -> dict[str, Gather]:
 
 def run_rules() -> list[str]:
     """Every run cell's rule: each job a whole node."""
-    return [r for s in STUDIES for r in s.run_rules] + ["speculative_cell"]  # speculative: not yet registered
+    return [r for s in STUDIES for r in s.run_rules]
 
 
 def node_rules() -> set[str]:
     """The studies' other rules that run on a node."""
-    return {r for s in STUDIES for r in s.node_rules} | {"speculative_draft"}
+    return {r for s in STUDIES for r in s.node_rules}
 
 
 def slurm_set_resources() -> dict[str, dict]:

@@ -9,10 +9,8 @@ import pyarrow as pa
 
 from residency.campaigns import studies
 from residency.core.imports import resolve
-from residency.gather import speculative as gather_speculative
 
 TABLE_OF_STUDY = {g.name: resolve(g.table) for g in studies.gathers().values()}
-TABLE_OF_STUDY["speculative"] = gather_speculative.speculative_table  # not yet a registered study
 
 
 def table_from(lin: dict) -> pa.Table:
@@ -22,4 +20,3 @@ def table_from(lin: dict) -> pa.Table:
 
 # Every gathered table's declared columns (tests/test_gather_schemas.py).
 SCHEMA_OF_STUDY = {g.name: resolve(g.schema) for g in studies.gathers().values()}
-SCHEMA_OF_STUDY["speculative"] = gather_speculative.SPECULATIVE_SCHEMA
