@@ -78,12 +78,10 @@ def _cmd_gather(a) -> int:
 
 def _gather(a):
     """`residency gather STUDY`: the registered gather's command (campaigns/studies.py), given
-    the options it declares, after the CLI has said which of those it needs are missing."""
+    the options it declares, once the CLI has said which of those it needs are missing."""
     from residency.core.imports import resolve
 
     g = _registered_gather(a.study)
-    if g is None:
-        return _handler("gather", a.study)(a)
     _need(a, *g.needs)
     return resolve(g.command)(a.run_dirs, a.out, **{o: getattr(a, o) for o in g.needs + g.takes})
 
@@ -92,12 +90,6 @@ def _registered_gather(choice: str | None):
     from residency.campaigns import studies
 
     return studies.gathers().get(choice)
-
-
-def _choices_of_gather() -> list[str]:
-    from residency.campaigns import studies
-
-    return sorted({*studies.gathers(), *_choices("gather")})
 
 
 def _handler(command: str, choice: str):
@@ -450,9 +442,12 @@ def _add_cell_commands(sub) -> None:
 
 
 def _add_gather_commands(sub) -> None:
-    """Run directories to tables: gather, certificate, analyse."""
+    """Run directories to tables: gather (its choices and options from the study registry),
+    certificate, analyse."""
+    from residency.campaigns import studies
+
     s = sub.add_parser("gather", help="run directories -> one Parquet table per study")
-    s.add_argument("study", choices=_choices_of_gather())
+    s.add_argument("study", choices=sorted(studies.gathers()))
     _add_gather_options(s)
     s.add_argument("--out", required=True)
     s.add_argument("run_dirs", nargs="+")
