@@ -1,27 +1,44 @@
-"""The fault cells, written once in Python (core/fault_vocabulary.py), are cells the engine
-knows by the same names (engine/src/source/fault.cpp, to_string of FaultCell)."""
+"""The fault cells are written once, in the engine's table (engine/src/source/fault_cells.json):
+Python reads it (core/fault_vocabulary.py), the config schema's cells come from it, and the
+built engine prints the same table (`residctl faults`)."""
 
-import re
-from pathlib import Path
+import json
+import subprocess
 
-from residency.core import fault_vocabulary as fv
+import pytest
 
-FAULT_CPP = Path(__file__).resolve().parents[1] / "engine" / "src" / "source" / "fault.cpp"
+from residency.core import config, fault_vocabulary as fv
+from conftest import ROOT
 
-
-def engine_names() -> set[str]:
-    text = FAULT_CPP.read_text()
-    body = text[text.index("const char* to_string(FaultCell f)"):]
-    body = body[:body.index("\n}\n")]
-    return set(re.findall(r'case FaultCell::\w+: return "([a-z-]+)";', body))
-
-
-def test_every_campaign_cell_is_an_engine_cell():
-    names = engine_names()
-    assert "short-read" in names, "the engine's name table was not found"
-    assert set(fv.CELLS) <= names, f"cells the engine does not know: {set(fv.CELLS) - names}"
+RESIDCTL = ROOT / ".build" / "engine-test" / "residctl"
+TABLE_7 = ("none", "short-read", "eio", "bundle-extent-failure", "stale-completion", "wrong-object", "out-of-order",
+           "held-consumer", "reset-outstanding", "shutdown-live-consumer")
 
 
-def test_the_classes_partition_the_cells():
-    assert fv.CONTROL in fv.CELLS and fv.FATAL <= set(fv.CELLS) and fv.NEEDS_DEPTH <= set(fv.CELLS)
-    assert fv.CONTROL not in fv.FATAL and not fv.FATAL & fv.NEEDS_DEPTH
+def test_the_campaign_reads_table_7_from_the_engines_table():
+    assert fv.CELLS == TABLE_7  # reference 004 Table 7, in its order
+    assert fv.CONTROL == "none"
+    assert fv.FATAL == {"short-read", "eio", "bundle-extent-failure", "stale-completion", "wrong-object"}
+    assert fv.NEEDS_DEPTH == {"out-of-order", "reset-outstanding"}
+    engine_only = [c["cell"] for c in fv.load() if not c["table_7"]]
+    assert engine_only == ["stall", "recycle-live"] and not set(engine_only) & set(fv.CELLS)
+
+
+def test_every_cell_is_well_formed():
+    cells = fv.load()
+    assert len({c["cell"] for c in cells}) == len(cells)
+    for c in cells:
+        assert set(c) == {"cell", "class", "table_7", "carried_by", "needs_depth"}, c
+        assert c["class"] in ("fatal", "recoverable", "control") and c["carried_by"] in ("source", "driver", "none")
+        assert c["class"] != "fatal" or c["carried_by"] == "source", c  # the decorator fails a read closed
+
+
+def test_the_config_schema_names_the_same_cells():
+    assert config.load_schema()["$defs"]["fault_cell"]["enum"] == list(fv.CELLS)
+
+
+@pytest.mark.skipif(not RESIDCTL.exists(), reason=f"[engine] {RESIDCTL} not built (see README: Tests)")
+def test_residctl_prints_the_table_it_was_built_from():
+    p = subprocess.run([str(RESIDCTL), "faults"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == json.loads(fv.TABLE_PATH.read_text())

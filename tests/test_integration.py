@@ -307,7 +307,7 @@ def tasks_from_runs(work: Path, cid: str, doc: dict) -> None:
         assert doc["verdict"] == ("pass" if shorter else "fail"), doc["reasons"]
     elif (t[t["role"] == "candidate"]["host_grade"] == "hard").all():
         assert doc["values"]["admission"] == "stop" and doc["values"]["correct"] == 0
-        cand_ok = t[t["role"] == "candidate"]["resource_ok"]
+        cand_ok = t[t["role"] == "candidate"]["admissible"]
         assert doc["verdict"] == ("pass" if cand_ok.eq(True).all() else "fail"), doc["reasons"]
     else:
         assert doc["verdict"] == "insufficient-evidence", doc["reasons"]

@@ -176,14 +176,14 @@ CELLS = (("oracle", "kernel-mmap", None), ("control", "kernel-mmap", 0), ("contr
 def _row(task, role, arm, index, f1, *, status="ok", wall=1.0, grade="hard", peak=90, limit=100, events=0, oom=0,
          exact=True):
     oracle = role == "oracle"
-    ok = None if oracle or grade != "hard" else (peak < limit and events == 0 and oom == 0)
+    ok = None if oracle or grade != "hard" else (peak < limit and events == 0 and oom == 0)  # the recorded predicate
     return {"task": task, "kind": "place", "role": role, "arm": arm, "control_index": index,
             "r": None if oracle else 0.5, "status": status, "error": None if status == "ok" else "boom",
             "reference": "Porto", "answer": "Porto" if f1 == 1.0 else "Lyon", "f1": f1 if status == "ok" else None,
             "tokens_equal_oracle": None if oracle else exact, "logits_equal_oracle": None if oracle else exact,
             "wall_s": wall, "host_grade": "instrumented" if oracle else grade, "limit_bytes": None if oracle else limit,
             "peak_bytes": peak, "limit_events": None if oracle else events, "oom_kills": None if oracle else oom,
-            "resource_ok": ok}
+            "admissible": ok}
 
 
 def _table(ctrl, cand, *, walls=None, exact=None, status=None, **kw):

@@ -14,6 +14,7 @@
 #include "drivers/common/content_digests.hpp"
 #include "drivers/probe/probe.hpp"
 #include "drivers/quantize/quantize.hpp"
+#include "source/fault.hpp"
 
 namespace {
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   std::string probe_dir = ".";
   auto* probe = app.add_subcommand("probe", "print the kernel features found, as JSON");
   probe->add_option("--dir", probe_dir, "where the O_DIRECT test file goes")->capture_default_str();
+  auto* faults = app.add_subcommand("faults", "print the fault cells (source/fault_cells.json's table), as JSON");
   auto mkregion = resid::add_mkregion_subcommand(app);
   std::string inv_file, inv_out;
   uint64_t inv_chunk = 2u << 20;
@@ -66,6 +68,10 @@ int main(int argc, char** argv) {
   try {
     if (*probe) {
       std::cout << resid::run_probe(probe_dir).dump(2) << std::endl;
+      return 0;
+    }
+    if (*faults) {
+      std::cout << resid::fault_cells_json().dump(2) << std::endl;
       return 0;
     }
     if (resid::mkregion_selected(*mkregion)) return resid::run_mkregion_cli(*mkregion);

@@ -1,6 +1,7 @@
 #include "source/fault.hpp"
 
 #include <chrono>
+#include <iterator>
 #include <cstdio>
 #include <thread>
 
@@ -11,10 +12,32 @@ namespace resid {
 
 namespace {
 
-constexpr FaultCell kCells[] = {FaultCell::None,       FaultCell::ShortRead,           FaultCell::Eio,
-                                FaultCell::StaleCompletion, FaultCell::WrongObject, FaultCell::BundleExtentFailure,
-                                FaultCell::OutOfOrder, FaultCell::Stall,               FaultCell::HeldConsumer,
-                                FaultCell::ResetOutstanding, FaultCell::ShutdownLiveConsumer, FaultCell::RecycleLive};
+enum class Carrier : uint8_t { None, Source, Driver };
+
+// One row of fault_cells.json.
+struct CellRow {
+  FaultCell cell;
+  const char* name;
+  const char* cls;
+  bool table_7;
+  Carrier carried_by;
+  bool needs_depth;
+};
+
+constexpr CellRow kCells[] = {
+#define RESID_FAULT_ROW(e, name, cls, table_7, by, depth) {FaultCell::e, name, cls, table_7, Carrier::by, depth},
+    RESID_FAULT_CELLS(RESID_FAULT_ROW)
+#undef RESID_FAULT_ROW
+};
+
+constexpr bool rows_in_enum_order() {
+  for (size_t i = 0; i < std::size(kCells); ++i)
+    if (static_cast<size_t>(kCells[i].cell) != i) return false;
+  return true;
+}
+static_assert(rows_in_enum_order(), "kCells is indexed by FaultCell");
+
+const CellRow& row_of(FaultCell f) { return kCells[static_cast<size_t>(f)]; }
 
 std::string extent_text(const Extent& e) {
   char b[64];
@@ -219,47 +242,35 @@ class FaultySource final : public Source {
 
 }  // namespace
 
-const char* to_string(FaultCell f) {
-  switch (f) {
-    case FaultCell::None: return "none";
-    case FaultCell::ShortRead: return "short-read";
-    case FaultCell::Eio: return "eio";
-    case FaultCell::StaleCompletion: return "stale-completion";
-    case FaultCell::WrongObject: return "wrong-object";
-    case FaultCell::BundleExtentFailure: return "bundle-extent-failure";
-    case FaultCell::OutOfOrder: return "out-of-order";
-    case FaultCell::Stall: return "stall";
-    case FaultCell::HeldConsumer: return "held-consumer";
-    case FaultCell::ResetOutstanding: return "reset-outstanding";
-    case FaultCell::ShutdownLiveConsumer: return "shutdown-live-consumer";
-    case FaultCell::RecycleLive: return "recycle-live";
-  }
-  return "?";
-}
+const char* to_string(FaultCell f) { return row_of(f).name; }
 
 std::optional<FaultCell> parse_fault_cell(std::string_view s) {
-  for (FaultCell f : kCells)
-    if (s == to_string(f)) return f;
+  for (const CellRow& r : kCells)
+    if (s == r.name) return r.cell;
   return std::nullopt;
 }
 
 std::string fault_cell_names() {
   std::string s;
-  for (FaultCell f : kCells) s += (s.empty() ? "" : ", ") + std::string(to_string(f));
+  for (const CellRow& r : kCells) s += (s.empty() ? "" : ", ") + std::string(r.name);
   return s;
 }
 
-bool fault_is_fatal(FaultCell f) {
-  return f == FaultCell::ShortRead || f == FaultCell::Eio || f == FaultCell::StaleCompletion ||
-         f == FaultCell::WrongObject || f == FaultCell::BundleExtentFailure;
-}
+bool fault_is_fatal(FaultCell f) { return std::string_view(row_of(f).cls) == "fatal"; }
 
-bool is_source_fault(FaultCell f) { return fault_is_fatal(f) || f == FaultCell::OutOfOrder || f == FaultCell::Stall; }
+bool is_source_fault(FaultCell f) { return row_of(f).carried_by == Carrier::Source; }
 
-const char* fault_class(FaultCell f) {
-  if (fault_is_fatal(f)) return "fatal";
-  if (f == FaultCell::RecycleLive || f == FaultCell::Stall) return "control";
-  return "recoverable";
+bool fault_needs_depth(FaultCell f) { return row_of(f).needs_depth; }
+
+const char* fault_class(FaultCell f) { return row_of(f).cls; }
+
+nlohmann::json fault_cells_json() {
+  static constexpr const char* kCarrier[] = {"none", "source", "driver"};
+  nlohmann::json cells = nlohmann::json::array();
+  for (const CellRow& r : kCells)
+    cells.push_back({{"cell", r.name}, {"class", r.cls}, {"table_7", r.table_7},
+                     {"carried_by", kCarrier[static_cast<size_t>(r.carried_by)]}, {"needs_depth", r.needs_depth}});
+  return {{"about", RESID_FAULT_CELLS_ABOUT}, {"cells", cells}};
 }
 
 FaultSpec parse_fault_spec(std::string_view text) {
@@ -283,9 +294,9 @@ std::string to_string(const FaultSpec& s) { return std::string(to_string(s.cell)
 
 FaultySourceHandle with_fault(std::unique_ptr<Source> inner, const FaultSpec& spec) {
   if (!is_source_fault(spec.cell)) return {std::move(inner), nullptr};
-  if (spec.cell == FaultCell::OutOfOrder && inner->max_inflight() < 2)
-    throw InputError(std::string("--fault out-of-order needs reads in flight together (--source uring with --depth "
-                                 ">= 2); --source ") + to_string(inner->engine()) + " has depth " +
+  if (fault_needs_depth(spec.cell) && inner->max_inflight() < 2)
+    throw InputError(std::string("--fault ") + to_string(spec.cell) + " needs reads in flight together (--source "
+                     "uring with --depth >= 2); --source " + to_string(inner->engine()) + " has depth " +
                      std::to_string(inner->max_inflight()));
   auto report = std::make_shared<FaultReport>();
   auto src = std::make_unique<FaultySource>(std::move(inner), spec, report);

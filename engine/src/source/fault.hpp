@@ -1,5 +1,7 @@
 // The fault cells (reference 004 §5.4, Table 7), one vocabulary for every driver, and the
-// Source decorator that carries out the cells that live in the source.
+// Source decorator that carries out the cells that live in the source. The cells, their
+// classes and what they need are written once, in source/fault_cells.json (CMake makes the
+// X-macro resid_fault_cells.hpp of it; `residctl faults` prints it; the pipeline reads it).
 //
 // `--fault CELL[@N]` (scan, generate, stream): one named, deterministic cell. N counts in
 // the cell's own unit (default 0): reads (in submission order, 0-based) for the source
@@ -43,23 +45,18 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "resid_fault_cells.hpp"
 #include "source/source.hpp"
 
 namespace resid {
 
+// In fault_cells.json's order: Table 7's cells, then the engine's own controls.
 enum class FaultCell : uint8_t {
-  None,
-  ShortRead,
-  Eio,
-  StaleCompletion,
-  WrongObject,
-  BundleExtentFailure,
-  OutOfOrder,
-  Stall,
-  HeldConsumer,
-  ResetOutstanding,
-  ShutdownLiveConsumer,
-  RecycleLive,
+#define RESID_FAULT_ENUM(e, ...) e,
+  RESID_FAULT_CELLS(RESID_FAULT_ENUM)
+#undef RESID_FAULT_ENUM
 };
 const char* to_string(FaultCell f);
 std::optional<FaultCell> parse_fault_cell(std::string_view s);
@@ -70,8 +67,14 @@ std::string fault_cell_names();
 bool fault_is_fatal(FaultCell f);
 // Carried out by FaultySource.
 bool is_source_fault(FaultCell f);
-// "fatal" | "recoverable" | "control" (recycle-live, stall: checks that must be caught).
+// Needs reads in flight together (a depth of 2 or more).
+bool fault_needs_depth(FaultCell f);
+// "fatal" | "recoverable" | "control" (none: the campaign's no-fault cell; recycle-live,
+// stall: checks that must be caught).
 const char* fault_class(FaultCell f);
+// fault_cells.json as the engine holds it: {"about", "cells": [{"cell", "class", "table_7",
+// "carried_by", "needs_depth"}, ...]} (`residctl faults`).
+nlohmann::json fault_cells_json();
 
 struct FaultSpec {
   FaultCell cell = FaultCell::None;

@@ -2,6 +2,8 @@
 // it applies to, with the completion the cell names; the others pass through untouched.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/alloc_count.hpp"
@@ -189,6 +191,24 @@ TEST(FaultDecorator, SpecsAndApplicability) {
   EXPECT_TRUE(fault_is_fatal(FaultCell::WrongObject));
   EXPECT_FALSE(fault_is_fatal(FaultCell::OutOfOrder));
   EXPECT_STREQ(fault_class(FaultCell::RecycleLive), "control");
+}
+
+TEST(FaultCells, TheEnginesTableIsTheFile) {
+  std::ifstream in(RESID_FAULT_CELLS_JSON);
+  ASSERT_TRUE(in) << RESID_FAULT_CELLS_JSON;
+  const nlohmann::json file = nlohmann::json::parse(in);
+  EXPECT_EQ(fault_cells_json(), file);
+  for (const auto& c : file["cells"]) {
+    const auto cell = parse_fault_cell(c["cell"].get<std::string>());
+    ASSERT_TRUE(cell.has_value()) << c;
+    EXPECT_EQ(to_string(*cell), c["cell"].get<std::string>());
+    EXPECT_EQ(fault_class(*cell), c["class"].get<std::string>());
+    EXPECT_EQ(fault_is_fatal(*cell), c["class"] == "fatal");
+    EXPECT_EQ(is_source_fault(*cell), c["carried_by"] == "source");
+    EXPECT_EQ(fault_needs_depth(*cell), c["needs_depth"].get<bool>());
+  }
+  EXPECT_EQ(file["cells"][0]["cell"], "none");
+  EXPECT_EQ(fault_class(FaultCell::None), std::string("control"));
 }
 
 TEST(FaultDecorator, AnArmedDecoratorDoesNotAllocateOnTheReadPath) {

@@ -19,11 +19,11 @@ FAULT_TABLE = "results/faults.parquet"
 WARM_TABLE = "results/faults_reset_warm.parquet"
 ORACLE = "oracle"
 WARM = "reset-warm"
-from residency.core.fault_vocabulary import CELLS, CONTROL, FATAL, NEEDS_DEPTH  # noqa: F401 (the campaign's names)
+from residency.core.fault_vocabulary import CELLS, CLASS, CONTROL, FATAL, NEEDS_DEPTH  # noqa: F401 (the campaign's names)
 
 
 def cell_class(cell: str) -> str:
-    return "control" if cell == CONTROL else ("fatal" if cell in FATAL else "recoverable")
+    return CLASS[cell]
 
 
 def check_cell(cell: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from residency.claims.record import Assertion, ClaimResult, as_float
-from residency.claims.task_runs import CANDIDATE, column, runs, unfit
+from residency.claims.task_runs import CANDIDATE, column, resource_ok, runs, unfit
 
 ID = "C11"
 REFERENCE = ("Reference claim C11 (Appendix B): the published 24,119,299,040-byte Llama-3.3-70B IQ2_M artifact was "
@@ -38,7 +38,7 @@ def compute(frames, settings) -> ClaimResult:
     cand = [rows[i] for i in tasks]
     thr, frac = float(settings["c11_f1_threshold"]), float(settings["c11_required_fraction"])
     f1 = [as_float(r["f1"]) for r in cand]
-    ok = [None if r["resource_ok"] is None else bool(r["resource_ok"]) for r in cand]
+    ok = [resource_ok(r) for r in cand]
     n = len(tasks)
     k = math.ceil(frac * n - 1e-9) if n else None
     correct = sum(1 for x in f1 if x is not None and x >= thr)

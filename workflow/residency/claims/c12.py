@@ -11,6 +11,7 @@ without a board, so the verdict is insufficient-evidence for it alone.
 from __future__ import annotations
 
 from residency.claims.record import Assertion, ClaimResult, as_int, as_text
+from residency.evidence import resource
 
 ID = "C12"
 REFERENCE = ("Reference claim C12 (A.3): a deterministic 8,192+32 process schedules 3,384 objects per request "
@@ -31,7 +32,9 @@ def compute(frames, settings) -> ClaimResult:
     def b(k):
         return None if r[k] is None else bool(r[k])
 
-    hard = r["host_grade"] == "hard"
+    # Two of the resource predicate's terms under a hard grade (not headroom nor pressure
+    # events): C12's assertion as the protocol states it.
+    t = resource.terms(resource.HostCounters.of_row(r))
     v = {"run_dir": r["run_dir"], "status": r["status"], "error": as_text(r["error"]), "requests": as_int(r["requests"]),
          "resets": as_int(r["resets"]),
          "primary_tokens_equal_oracle": b("primary_tokens_equal_oracle"),
@@ -44,7 +47,7 @@ def compute(frames, settings) -> ClaimResult:
                       "shutdown": r["plan_shutdown"] == "ok"},
          "bytes_read": {"primary": as_int(r["primary_physical_bytes_read"]), "warm": as_int(r["warm_physical_bytes_read"])},
          "host_grade": r["host_grade"],
-         "resource_clean": (as_int(r["limit_events"]) == 0 and as_int(r["oom_kills"]) == 0) if hard else None,
+         "resource_clean": (t["limit_events"] is True and t["oom_kills"] is True) if t["grade"] else None,
          "gpu_grade": r["gpu_grade"], "gpu_audited": True if r["gpu_grade"] == "audited" else None}
     v["balanced_all"] = [v["balanced"][k] for k in sorted(v["balanced"])]
     headline = (f"primary -> reset -> warm -> reset -> shutdown: {v['requests']} requests, {v['resets']} resets; "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from residency.campaigns.speculative import GREEDY, SPECULATIVE
 from residency.claims.record import Assertion, ClaimResult, as_int, fmt
+from residency.evidence import resource
 
 ID = "C4"
 REFERENCE = ("Reference claim C4 (A.1): a canonical Qwen3.6-27B Q4_K_M target and its linear MTP block, an 8,192-token "
@@ -35,8 +36,10 @@ def _cell(t, name: str) -> dict:
 
 
 def _valid(c: dict) -> bool:
-    return (c.get("status") == "ok" and c.get("host_grade") == "hard" and as_int(c.get("limit_events")) == 0
-            and as_int(c.get("oom_kills")) == 0)
+    """Status ok and three of the resource predicate's terms (grade, limit events, OOM kills;
+    not headroom nor pressure events): C4's assertion as the protocol states it."""
+    t = resource.terms(resource.HostCounters.of_row(c))
+    return c.get("status") == "ok" and all(t[k] is True for k in ("grade", "limit_events", "oom_kills"))
 
 
 def _per_output(c: dict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from residency.claims.record import as_float, as_int
+from residency.evidence import resource
 
 ORACLE, CANDIDATE = "oracle", "candidate"
 C6_RULE = ("the fastest exact control, a rule fixed before the runs: among the tasks.controls arms whose every task "
@@ -68,6 +69,11 @@ def _total(xs: list) -> float | None:
     return math.fsum(xs) if xs and None not in xs else None
 
 
+def resource_ok(row) -> bool | None:
+    """The resource predicate (evidence/resource.py) of one run, from its table columns."""
+    return None if row is None else resource.admissible(resource.HostCounters.of_row(row))
+
+
 def exact(row) -> bool | None:
     """The exactness contract of one capped run: tokens and every logit row equal the oracle's."""
     if row is None or row["tokens_equal_oracle"] is None or row["logits_equal_oracle"] is None:
@@ -87,8 +93,7 @@ def arm_summary(rows: dict) -> dict:
             "host_grade": sorted({str(r["host_grade"]) for r in present}),
             "limit_bytes": [as_int(r["limit_bytes"]) if r is not None else None for r in rows.values()],
             "limit_events": [as_int(r["limit_events"]) if r is not None else None for r in rows.values()],
-            "resource_ok": [None if r is None or r["resource_ok"] is None else bool(r["resource_ok"])
-                            for r in rows.values()]}
+            "resource_ok": [resource_ok(r) for r in rows.values()]}
 
 
 def fastest_exact(summaries: dict) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from residency.core.fault_vocabulary import NEEDS_DEPTH
+from residency.core.fault_vocabulary import CELLS, NEEDS_DEPTH
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
@@ -23,8 +23,11 @@ class ConfigError(ValueError):
 
 
 def load_schema(path: str | os.PathLike = SCHEMA_PATH) -> dict:
+    """The schema, its fault cells filled from the engine's table (core.fault_vocabulary)."""
     with open(path) as fh:
-        return yaml.safe_load(fh)
+        schema = yaml.safe_load(fh)
+    schema["$defs"]["fault_cell"]["enum"] = list(CELLS)
+    return schema
 
 
 def _key_path(parts) -> str:

@@ -13,8 +13,8 @@
 - L, lifecycle closure of this no-fault execution: status ok, no fault, zero reconcile
   mismatches, zero signal-audit and route violations, zero unrecorded or stray fills.
 
-Beside the tuple: equations 1-3 (predicates.py), the admission predicate (positive
-headroom, zero limit events, zero OOM kills under a hard cap), the classes R (eq. 2) and W
+Beside the tuple: equations 1-3 (predicates.py), the admission predicate (resource.py:
+positive headroom, zero limit events, zero OOM kills under a hard cap), the classes R (eq. 2) and W
 (eq. 3), and the named checks; an obligation that cannot be evaluated is listed in
 `not_evaluated` with why.
 """
@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from residency.core import atomic
-from residency.evidence import demand, exactness, predicates, traffic
+from residency.evidence import demand, exactness, predicates, resource, traffic
 from residency.evidence.extents import Interval, union
 
 SCHEMA_VERSION = 1
@@ -64,13 +64,12 @@ def inventory(run_dir: Path, run: dict, model: dict) -> dict:
 
 def boundaries(host: dict, gpu: dict, reserve: int | None) -> dict:
     cg = host.get("cgroup") or {}
-    peak, cap = cg.get("peak_bytes"), host.get("limit_bytes")
-    events = [cg.get("limit_events"), cg.get("pressure_events")]
+    c = resource.HostCounters.of_harness(host)
     return {
-        "host": {"h_cap_bytes": cap, "r_policy_bytes": reserve, "peak_bytes": peak,
-                 "headroom_bytes": cap - peak if cap is not None and peak is not None else None,
-                 "limit_events": sum(e for e in events if e is not None) if any(e is not None for e in events) else None,
-                 "oom_kills": cg.get("oom_kills"), "swap_peak_bytes": cg.get("swap_peak_bytes"),
+        "host": {"h_cap_bytes": c.limit_bytes, "r_policy_bytes": reserve, "peak_bytes": c.peak_bytes,
+                 "headroom_bytes": resource.headroom_bytes(c),
+                 "limit_events": resource.limit_events_total(c),  # limit + (v1) pressure events
+                 "oom_kills": c.oom_kills, "swap_peak_bytes": cg.get("swap_peak_bytes"),
                  "mem_total_bytes": host.get("mem_total_bytes"), "cgroup": cg.get("path")},
         "gpu": {k: gpu.get(k) for k in ("g_decl_bytes", "g_phys_bytes", "peak_used_bytes", "margin_bytes",
                                          "foreign_compute_processes", "samples", "interval_s", "boards")},
@@ -104,14 +103,6 @@ def plan_closure(plan: dict) -> dict:
         "drained": plan.get("slots") is not None and plan.get("slots_vacant_at_close") == plan.get("slots")
         and plan.get("windows_free_at_close") == plan.get("windows"),
     }
-
-
-def admission(b: dict, host_grade: str | None) -> bool | None:
-    """Positive headroom, zero limit events, zero OOM kills, under a hard host cap."""
-    h = b["host"]
-    if host_grade != "hard" or h["headroom_bytes"] is None:
-        return None
-    return bool(h["headroom_bytes"] > 0 and (h["limit_events"] or 0) == 0 and (h["oom_kills"] or 0) == 0)
 
 
 def gpu_obligation(gpu: dict, destination: dict | None) -> tuple[bool | None, str | None]:
@@ -164,7 +155,7 @@ def build(run_dir: str | Path, oracle_dir: str | Path, model: dict, reserve_byte
     life = lifecycle(run)
     eqs = predicates.evaluate(inv["s_bytes"], inv["t_repr"]["t_repr_bytes"], inv["u_sem_lb"]["u_sem_lb_bytes"],
                               reserve_bytes, host, gpu)
-    admissible = admission(b, a["host"])
+    admissible = resource.admissible(resource.HostCounters.of_harness(host))
     gpu_ok, gpu_note = gpu_obligation(gpu, run.get("destination"))
     named = checks(e, eqs, admissible, gpu_ok, life, e["oracle"], lifecycle(_json(oracle_dir / "run.json")))
     not_evaluated = [q["not_evaluable"] for q in eqs["equations"] if q["holds"] is None]

@@ -27,6 +27,8 @@ is True. The checks of a cell:
 
 from __future__ import annotations
 
+from residency.evidence import resource
+
 FATAL_REJECTION = {"short-read": "short-read", "eio": "read-failed", "bundle-extent-failure": "read-failed",
                    "stale-completion": "stale-generation", "wrong-object": "wrong-object"}
 CONTROL_TERMS = ("tokens", "logits", "response", "routes")
@@ -34,12 +36,13 @@ RECOVERABLE_TERMS = CONTROL_TERMS + ("consumer", "destination", "source_identity
 
 
 def _common(f: dict) -> dict:
-    hard = f["host_grade"] == "hard"
-    events = [f.get("limit_events"), f.get("oom_kills")]
+    # Two of the resource predicate's terms under a hard grade (not headroom nor pressure
+    # events): Table 7's validator as the protocol states it.
+    t = resource.terms(resource.HostCounters.of_row(f))
     return {
         "fired": (f["fault"] is None) if f["cell"] == "none" else bool((f["fault"] or {}).get("fired")),
-        "hard_host_limit": hard,
-        "zero_limit_events": (None if not hard or None in events else all(e == 0 for e in events)),
+        "hard_host_limit": t["grade"],
+        "zero_limit_events": resource.all_hold((t["limit_events"], t["oom_kills"])) if t["grade"] else None,
     }
 
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 from residency.core import atomic, lineage, manifest, records
 from residency.core.arms import PAGER_LETTER as ARM_LETTER
 from residency.core.identity import sha256_file
+from residency.evidence import resource
 
 # Columns every study shares, in order. Units are in the names.
 RUN_COLUMNS = [
@@ -80,11 +81,22 @@ HOST_COLUMNS = [
     ("limit_events", pa.int64()),         # v2 memory.events max / v1 memory.failcnt
     ("pressure_events", pa.int64()),      # v1 vmpressure reclaim events (null on v2)
     ("oom_kills", pa.int64()),
+    ("admissible", pa.bool_()),           # evidence/resource.py: grade, limit, peak and the three counters above
     ("engine_sha256", pa.string()),
     ("config_digest", pa.string()),
     ("run_dir", pa.string()),
     ("manifest_sha256", pa.string()),     # sha256 of run_dir/manifest.json (null: incomplete run)
 ]
+# The resource predicate's inputs and its value (evidence/resource.py), as a study that
+# picks its own columns records them.
+PREDICATE_COLUMNS = [c for c in HOST_COLUMNS if c[0] in resource.COLUMNS + ("admissible",)]
+
+
+def predicate_values(row: dict) -> dict:
+    """The PREDICATE_COLUMNS of a common row."""
+    return {name: row[name] for name, _ in PREDICATE_COLUMNS}
+
+
 # What the run was made with beyond its config, and what its fills were checked against.
 PROVENANCE_COLUMNS = [
     ("llama_build_sha256", pa.string()),  # the llama.cpp build the engine links (llama_build.build_digest)
@@ -241,6 +253,7 @@ def common_row(run_dir: Path) -> tuple[dict, dict, dict]:
                  "physical_bytes_read", "max_resident_chunks", "reconcile_checks", "reconcile_mismatches",
                  "content_checks", "content_check_ns", "content_mismatches"):
         row[name] = to_int(counters.get(name))
+    row["admissible"] = resource.admissible(resource.HostCounters.of_row(row))
     return row, run, meta
 
 

@@ -52,8 +52,7 @@ def cell_row(run_dir: Path) -> dict:
             "budget_chunks": row["budget_chunks"], "chunks": row["chunks"], "tokens": base.to_int(gen.get("tokens")),
             "prefill_ns": base.to_int(gen.get("prefill_ns")), "decode_ns": base.to_int(gen.get("decode_ns")),
             "physical_bytes_read": row["physical_bytes_read"], "misses": row["misses"],
-            "demand_fills": row["demand_fills"], "host_grade": row["host_grade"],
-            "limit_bytes": row["limit_bytes"], "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
+            "demand_fills": row["demand_fills"], **base.predicate_values(row),
             "engine_sha256": row["engine_sha256"], "config_digest": row["config_digest"],
             "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"],
             # a cold prefill: the harness dropped the model's page cache before this fresh process
@@ -81,10 +80,7 @@ CACHE_TRANSFER_SCHEMA = pa.schema([
     ("physical_bytes_read", pa.int64()),
     ("misses", pa.int64()),
     ("demand_fills", pa.int64()),
-    ("host_grade", pa.string()),
-    ("limit_bytes", pa.int64()),
-    ("limit_events", pa.int64()),
-    ("oom_kills", pa.int64()),
+] + base.PREDICATE_COLUMNS + [
     ("engine_sha256", pa.string()),
     ("config_digest", pa.string()),
     ("run_dir", pa.string()),

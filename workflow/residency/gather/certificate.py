@@ -33,7 +33,8 @@ def row(cert: dict, run_dir: str, manifest_sha: str) -> dict:
          "u_sem_lb_bytes": inv["u_sem_lb"]["u_sem_lb_bytes"], "u_sched_bytes": inv["u_sched"]["u_sched_bytes"],
          "q_run_physical_bytes": inv["q_run"]["physical_bytes"], "host_grade": cert["A"]["host"],
          "gpu_grade": cert["A"]["gpu"], "limit_bytes": host["h_cap_bytes"], "peak_bytes": host["peak_bytes"],
-         "headroom_bytes": host["headroom_bytes"], "g_decl_bytes": gpu["g_decl_bytes"],
+         "headroom_bytes": host["headroom_bytes"], "limit_events_total": host["limit_events"],
+         "oom_kills": host["oom_kills"], "admissible": cert["admissible"], "g_decl_bytes": gpu["g_decl_bytes"],
          "g_phys_bytes": gpu["g_phys_bytes"], "exact": cert["E"]["exact"], "horizon": cert["E"]["horizon"]["outputs"],
          "certificate_json": text}
     for n in (1, 2, 3):
@@ -59,6 +60,9 @@ CERTIFICATE_SCHEMA = pa.schema([
     ("limit_bytes", pa.int64()),
     ("peak_bytes", pa.int64()),
     ("headroom_bytes", pa.int64()),
+    ("limit_events_total", pa.int64()),   # limit events + (v1) vmpressure events
+    ("oom_kills", pa.int64()),
+    ("admissible", pa.bool_()),           # the resource predicate (evidence/resource.py), as the certificate says
     ("g_decl_bytes", pa.int64()),
     ("g_phys_bytes", pa.int64()),
     ("exact", pa.bool_()),

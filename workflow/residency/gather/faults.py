@@ -70,7 +70,7 @@ def facts(run_dir: Path, ref_dir: Path | None) -> tuple[dict, dict]:
     cell = meta["cell"]
     cls = meta["class"]
     f = {"cell": cell, "class": cls, "status": row["status"], "fault": run.get("fault"),
-         "host_grade": row["host_grade"], "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
+         **base.predicate_values(row),
          "rejection": run.get("rejection"), "plan": run.get("plan") or {}, "source": run.get("source_stats") or {},
          "tokens": (run.get("generation") or {}).get("tokens") or 0, "has_tokens_file": (run_dir / "tokens.json").exists(),
          "logit_rows": _logit_rows(run_dir, run), "content_mismatches": row["content_mismatches"], "exact": None}
@@ -103,8 +103,7 @@ def fault_row(run_dir: Path, prespecified: bool, rank: int) -> dict:
             "windows_free_at_close": f["source"].get("windows_free_at_close"), "windows": f["source"].get("windows"),
             "windows_retained": fault_validators.windows_retained(f["plan"]),
             "inflight_at_close": f["source"].get("inflight_at_close"),
-            "host_grade": f["host_grade"], "limit_bytes": row["limit_bytes"], "peak_bytes": row["peak_bytes"],
-            "limit_events": f["limit_events"], "oom_kills": f["oom_kills"],
+            **base.predicate_values(row),
             "swap_off": bool(auth.get("swap_off_by") or auth.get("swap_total_bytes") == 0),
             "gpu_grade": gpu.get("grade"), "foreign_compute_processes": gpu.get("foreign_compute_processes"),
             **{f"{k}_sha256": ident.get(f"{k}_sha256") for k in ("engine", "adapter", "source", "plan", "pager")},
@@ -136,11 +135,7 @@ FAULTS_SCHEMA = pa.schema([
     ("windows", pa.int64()),
     ("windows_retained", pa.int64()),
     ("inflight_at_close", pa.int64()),
-    ("host_grade", pa.string()),
-    ("limit_bytes", pa.int64()),
-    ("peak_bytes", pa.int64()),
-    ("limit_events", pa.int64()),
-    ("oom_kills", pa.int64()),
+] + base.PREDICATE_COLUMNS + [
     ("swap_off", pa.bool_()),
     ("gpu_grade", pa.string()),
     ("foreign_compute_processes", pa.int64()),
@@ -198,8 +193,7 @@ def warm_row(run_dir: Path, oracle_dir: Path) -> dict:
            "consumers_balanced": consumers.get("balanced"),
            "slots_vacant_at_close": plan.get("slots_vacant_at_close"), "slots": plan.get("slots"),
            "windows_free_at_close": plan.get("windows_free_at_close"), "windows": plan.get("windows"),
-           "host_grade": row["host_grade"], "limit_bytes": row["limit_bytes"], "limit_events": row["limit_events"],
-           "oom_kills": row["oom_kills"], "gpu_grade": (json.loads((run_dir / "harness.json").read_text()).get("gpu") or {}).get("grade"),
+           **base.predicate_values(row), "gpu_grade": (json.loads((run_dir / "harness.json").read_text()).get("gpu") or {}).get("grade"),
            "engine_sha256": row["engine_sha256"], "run_dir": str(run_dir), "oracle_run_dir": str(oracle_dir),
            "manifest_sha256": row["manifest_sha256"]}
     cmp = compare(run_dir, oracle_dir)
@@ -241,10 +235,7 @@ RESET_WARM_SCHEMA = pa.schema([
     ("slots", pa.int64()),
     ("windows_free_at_close", pa.int64()),
     ("windows", pa.int64()),
-    ("host_grade", pa.string()),
-    ("limit_bytes", pa.int64()),
-    ("limit_events", pa.int64()),
-    ("oom_kills", pa.int64()),
+] + base.PREDICATE_COLUMNS + [
     ("gpu_grade", pa.string()),
     ("engine_sha256", pa.string()),
     ("run_dir", pa.string()),

@@ -16,6 +16,7 @@ from residency.gather import base
 from residency.core.arms import KERNEL_MMAP
 from residency.gather.base import HOST_COLUMNS, PROVENANCE_COLUMNS, RUN_COLUMNS, reads_run
 from residency.core.identity import sha256_file
+from residency.evidence import resource
 
 PAGER_SYNTHETIC_SCHEMA = pa.schema(RUN_COLUMNS[:5] + [
     ("threads", pa.int32()),
@@ -246,7 +247,6 @@ MATCHED_SOURCE_SCHEMA = pa.schema(list(PAGER_MODEL_SCHEMA) + [
     ("readahead_max_steps_ahead", pa.int64()),  # F: most steps ahead a read-ahead bundle was read for
     ("headroom_bytes", pa.int64()),           # limit - peak
     ("limit_events_total", pa.int64()),       # limit events + (v1) vmpressure events
-    ("admissible", pa.bool_()),               # hard grade, headroom > 0, no limit event, no OOM kill
     ("reserve_bytes", pa.int64()),            # R_policy
     ("eq1_managed_bytes", pa.int64()),        # S (T_repr)
     ("eq1_cap_minus_reserve", pa.int64()),    # H_cap - R_policy
@@ -259,14 +259,6 @@ SOURCE_STATS = ("submissions", "completions", "peak_depth", "windows", "windows_
                 "logical_bytes", "padding_bytes", "read_ns")
 
 
-def admission(row: dict) -> bool | None:
-    """The prespecified predicate: positive headroom, zero limit events, zero OOM kills,
-    under a hard host limit (None when the grade cannot support it)."""
-    if row["host_grade"] != "hard" or row["peak_bytes"] is None or row["limit_bytes"] is None:
-        return None
-    return bool(row["headroom_bytes"] > 0 and row["limit_events_total"] == 0 and (row["oom_kills"] or 0) == 0)
-
-
 @reads_run
 def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) -> dict:
     row = pager_model_row(run_dir, model_identity, oracle_dir)
@@ -275,7 +267,7 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
     run = base.load_record(run_dir / "run.json") or {}
     src = run.get("source_stats") or {}
     tokens = row["tokens"]
-    events = [row["limit_events"], row["pressure_events"]]
+    host = resource.HostCounters.of_row(row)
     reserve = base.to_int(meta.get("reserve_bytes"))
     row.update({f"source_{k}": base.to_int(src.get(k)) for k in SOURCE_STATS})
     row.update({
@@ -289,13 +281,11 @@ def matched_source_row(run_dir: Path, model_identity: dict, oracle_dir: Path) ->
         "readahead_max_steps_ahead": base.to_int((run.get("readahead") or {}).get("max_steps_ahead")),
         "source_physical_bytes_per_output": (src["physical_bytes"] / tokens)
         if src.get("physical_bytes") is not None and tokens else None,
-        "headroom_bytes": (row["limit_bytes"] - row["peak_bytes"])
-        if row["limit_bytes"] is not None and row["peak_bytes"] is not None else None,
-        "limit_events_total": sum(e for e in events if e is not None) if any(e is not None for e in events) else None,
+        "headroom_bytes": resource.headroom_bytes(host),
+        "limit_events_total": resource.limit_events_total(host),
         "reserve_bytes": reserve,
         "eq1_managed_bytes": row["t_repr_bytes"],
     })
-    row["admissible"] = admission(row)
     if row["limit_bytes"] is not None and reserve is not None and row["t_repr_bytes"] is not None:
         row["eq1_cap_minus_reserve"] = row["limit_bytes"] - reserve
         row["eq1_margin_bytes"] = row["t_repr_bytes"] - row["eq1_cap_minus_reserve"]

@@ -37,8 +37,7 @@ def cell_row(run_dir: Path) -> dict:
            "physical_bytes_read": row["physical_bytes_read"], "misses": row["misses"],
            "draft_max": base.to_int(spec.get("draft_max")),
            "outputs_per_traversal": spec.get("outputs_per_traversal"),
-           "host_grade": row["host_grade"], "limit_bytes": row["limit_bytes"], "peak_bytes": row["peak_bytes"],
-           "limit_events": row["limit_events"], "oom_kills": row["oom_kills"],
+           **base.predicate_values(row),
            "engine_sha256": row["engine_sha256"], "config_digest": row["config_digest"],
            "run_dir": str(run_dir), "manifest_sha256": row["manifest_sha256"]}
     return out | {k: base.to_int(spec.get(k)) for k in ROUNDS}
@@ -67,11 +66,7 @@ SPECULATIVE_SCHEMA = pa.schema([
     ("misses", pa.int64()),
     ("draft_max", pa.int64()),
     ("outputs_per_traversal", pa.float64()),
-    ("host_grade", pa.string()),
-    ("limit_bytes", pa.int64()),
-    ("peak_bytes", pa.int64()),
-    ("limit_events", pa.int64()),
-    ("oom_kills", pa.int64()),
+] + base.PREDICATE_COLUMNS + [
     ("engine_sha256", pa.string()),
     ("config_digest", pa.string()),
     ("run_dir", pa.string()),

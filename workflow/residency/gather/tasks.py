@@ -5,8 +5,9 @@ A row is one cell of a task: its oracle (kernel-mmap, resident, no host limit), 
 arm under the same limit): the answer the run gave (its response.txt up to the first line
 break), the task's reference span and the token F1 between them, the generated tokens, the
 complete process wall time (the harness's), the host observations of its cgroup (grade,
-limit, peak, limit events, OOM kills) and, for every cell but the oracle, whether its
-tokens and logit rows equal the oracle's (the exactness contract). The tasks are made
+limit, peak, limit and pressure events, OOM kills, and the resource predicate of them)
+and, for every cell but the oracle, whether its tokens and logit rows equal the oracle's
+(the exactness contract). The tasks are made
 again from the seed and count the lineage records, so `residency verify --deep` gathers
 the same table.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from residency.campaigns import tasks as tasks_mod
+from residency.evidence import resource
 from residency.gather.base import common_row, to_int, write
 
 TASKS_SCHEMA = pa.schema([
@@ -52,7 +54,7 @@ TASKS_SCHEMA = pa.schema([
     ("limit_events", pa.int64()),
     ("pressure_events", pa.int64()),
     ("oom_kills", pa.int64()),
-    ("resource_ok", pa.bool_()),          # hard grade, headroom > 0, zero limit and pressure events, zero OOM kills
+    ("admissible", pa.bool_()),           # the resource predicate (evidence/resource.py) of the columns above
     ("model", pa.string()),
     ("model_sha256", pa.string()),
     ("engine_sha256", pa.string()),
@@ -60,14 +62,6 @@ TASKS_SCHEMA = pa.schema([
     ("run_dir", pa.string()),
     ("manifest_sha256", pa.string()),
 ])
-
-
-def resource_ok(row: dict) -> bool | None:
-    """The resource predicate under a hard host limit (None when the grade cannot say)."""
-    if row["host_grade"] != "hard" or row["peak_bytes"] is None or row["limit_bytes"] is None:
-        return None
-    events = (row["limit_events"] or 0) + (row["pressure_events"] or 0)
-    return bool(row["peak_bytes"] < row["limit_bytes"] and events == 0 and (row["oom_kills"] or 0) == 0)
 
 
 def _tokens(run_dir: Path) -> list | None:
@@ -92,7 +86,7 @@ def task_row(run_dir: Path, task: dict, model_identity: dict, oracle_dir: Path |
     cmp = compare(run_dir, oracle_dir) if oracle_dir is not None and (oracle_dir / "tokens.json").exists() else None
     row = {k: common[k] for k in ("arm", "r", "status", "error", "wall_ns", "budget_bytes", "physical_bytes_read",
                                   "host_grade", "limit_bytes", "peak_bytes", "limit_events", "pressure_events",
-                                  "oom_kills", "engine_sha256", "config_digest", "run_dir", "manifest_sha256")}
+                                  "oom_kills", "admissible", "engine_sha256", "config_digest", "run_dir", "manifest_sha256")}
     row.update({
         "task": task["id"], "kind": task["kind"], "role": meta.get("role"),
         "control_index": to_int(meta.get("control_index")),
@@ -104,12 +98,10 @@ def task_row(run_dir: Path, task: dict, model_identity: dict, oracle_dir: Path |
         "tokens_equal_oracle": cmp.tokens_equal if cmp else None,
         "logits_equal_oracle": cmp.logits_equal if cmp else None,
         "wall_s": float(harness["wall_s"]) if harness.get("wall_s") is not None else None,
-        "headroom_bytes": (common["limit_bytes"] - common["peak_bytes"])
-        if common["limit_bytes"] is not None and common["peak_bytes"] is not None else None,
+        "headroom_bytes": resource.headroom_bytes(resource.HostCounters.of_row(common)),
         "model": model_identity.get("name") or Path(model_identity["path"]).stem,
         "model_sha256": model_identity["sha256"],
     })
-    row["resource_ok"] = resource_ok(row)
     return row
 
 
