@@ -261,7 +261,7 @@ bool Pager::serve_pending() {
       // rejected (the run has failed).
       // Or its step is ahead of the cursor: it waits for the signal of the step before.
       if (sh_.books[c].state != ChunkState::Absent || sh_.books[c].poisoned || !slot_vacant_locked(c) || sh_.fail_closed ||
-          defer_fault_locked(pending_[i], c) || free_windows() == 0 || !make_room_locked(c)) {
+          defer_fault_locked(pending_[i], c) || free_windows() == 0 || !evictor_->make_room_locked(c)) {
         ++i;
         continue;
       }

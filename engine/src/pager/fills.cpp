@@ -283,6 +283,7 @@ bool Pager::maybe_readahead() {
   int bi = -1;
   {
     std::lock_guard lk(sh_.mu);
+    if (evictor_->take_evicted_locked()) ra_next_step_ = 0;  // an eviction: a coming step may need it again
     // Beyond one pass of steps every chunk is of a step before: nothing more to read.
     const uint64_t pass = sh_.cfg.step_chunks.empty() ? region_->chunks() : sh_.cfg.step_chunks.size();
     const uint64_t ahead = sh_.cfg.readahead_steps_ahead == 0 ? pass : sh_.cfg.readahead_steps_ahead;
@@ -374,22 +375,7 @@ bool Pager::publish_readahead() {
       if (!due) continue;
       // Room for the whole bundle, or none taken (all-or-nothing).
       const uint32_t n = b.n;
-      bool room = true;
-      auto evictable = [this](ChunkId v) {
-        return sh_.books.evictable(v) && !sh_.books[v].prefetched_unused;
-      };
-      auto any_evictable = [this](ChunkId v) {
-        return sh_.books.evictable(v);
-      };
-      while (sh_.books.occupied() + n > sh_.cfg.budget_chunks) {
-        auto v = sh_.policy->choose_victim(sh_.books.resident(), evictable);
-        if (!v) v = sh_.policy->choose_victim(sh_.books.resident(), any_evictable);
-        if (!v || !evict_locked(*v)) {
-          room = false;
-          break;
-        }
-      }
-      if (!room) {
+      if (!evictor_->make_bundle_room_locked(n)) {
         ++sh_.st.readahead_no_room;  // waits for a leave (progress: the step fits)
         continue;
       }
@@ -419,20 +405,8 @@ bool Pager::maybe_prefetch() {
       if (sh_.books[c].state != ChunkState::Absent || sh_.books[c].consumers > 0 || sh_.books[c].mapped_pages == 0 || sh_.books[c].poisoned ||
           !slot_vacant_locked(c))
         continue;
-      if (sh_.books.occupied() < sh_.cfg.budget_chunks) {
-        chosen = c;
-        found = true;
-      } else {
-        auto v = sh_.policy->choose_victim(sh_.books.resident(), [this](ChunkId x) {
-          return sh_.books.evictable(x);
-        });
-        // Displace only a chunk needed later than the candidate: prefetch never makes the
-        // next demand worse than no prefetch.
-        if (v && sh_.policy->next_use(*v) > sh_.policy->next_use(c) && evict_locked(*v)) {
-          chosen = c;
-          found = true;
-        }
-      }
+      found = evictor_->make_prefetch_room_locked(c);
+      chosen = c;
       break;  // candidates are nearest first: if this one cannot go in, none farther can
     }
     if (!found) return false;

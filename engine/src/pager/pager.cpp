@@ -33,6 +33,7 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   build_chunk_manifest(g);
   region_ = std::make_unique<Region>(sh_, g);
   region_->set_event_reader([this] { read_messages(); });
+  evictor_ = std::make_unique<Evictor>(sh_, *region_);
   evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (evfd_ < 0) throw InputError("eventfd failed (" + errno_name(errno) + ")");
   init_books();
@@ -195,13 +196,13 @@ void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }
 
 void Pager::set_step_oversize(bool oversize) {
   std::lock_guard lk(sh_.mu);
-  set_mode_locked(oversize);
+  evictor_->set_mode_locked(oversize);
   if (oversize) ++sh_.st.oversize_steps;
 }
 
 void Pager::set_loading() {
   std::lock_guard lk(sh_.mu);
-  set_mode_locked(true);
+  evictor_->set_mode_locked(true);
 }
 
 
@@ -226,7 +227,7 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bo
     }
     if (next_step != UINT64_MAX) {
       sh_.step = next_step;
-      set_mode_locked(oversize);
+      evictor_->set_mode_locked(oversize);
       if (oversize) ++sh_.st.oversize_steps;
     }
   }
@@ -313,6 +314,12 @@ std::vector<ChunkId> Pager::pinned_set() const {
   return v;
 }
 
+
+PlanError Pager::try_recycle(ChunkId c) {
+  if (c >= region_->chunks()) return PlanError::InvalidArgument;
+  std::lock_guard lk(sh_.mu);
+  return evictor_->try_recycle_locked(c);
+}
 
 void Pager::pause(bool on) {
   paused_ = on;

@@ -107,6 +107,7 @@
 #include "core/latency.hpp"
 #include "pager/books.hpp"
 #include "pager/config.hpp"
+#include "pager/evictor.hpp"
 #include "pager/pins.hpp"
 #include "pager/region.hpp"
 #include "pager/shared.hpp"
@@ -277,8 +278,6 @@ class Pager final : private FillOwner {
   bool maybe_prefetch();
   bool maybe_readahead();
   bool publish_readahead();
-  bool make_room_locked(ChunkId for_chunk);
-  bool evict_locked(ChunkId c);
   uint32_t free_windows() const;
   int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
   bool reap_completions();
@@ -298,10 +297,8 @@ class Pager final : private FillOwner {
   void close_reads();
   std::span<const ChunkId> step_chunks_of(uint64_t step);
   std::span<const ChunkId> readahead_chunks_of(uint64_t step);
-  void set_mode_locked(bool oversize);
   void check_watchdog();
   void notify();
-  void mark_evicted_locked(ChunkId c);
   // reset.cpp (the pager thread).
   bool serve_request();
   void maybe_fire_reset_cell();
@@ -313,6 +310,7 @@ class Pager final : private FillOwner {
   // What every component shares (shared.hpp), then the components.
   PagerShared sh_;
   std::unique_ptr<Region> region_;
+  std::unique_ptr<Evictor> evictor_;
   std::unique_ptr<Source> source_;
   int evfd_ = -1;
 
