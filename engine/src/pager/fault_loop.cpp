@@ -47,7 +47,7 @@ void Pager::check_watchdog() {
   }
   if (reading) {
     sh_.fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(sh_.cfg.watchdog_s) +
-         " s: its read has been in the " + to_string(source_->engine()) + " source all that time (storage not "
+         " s: its read has been in the " + to_string(filler_->source().engine()) + " source all that time (storage not "
          "answering); " + ev);
     return;
   }
@@ -56,23 +56,7 @@ void Pager::check_watchdog() {
        "consumers or a pin); " + ev);
 }
 
-void Pager::check_stall() {
-  const int64_t c = fill_->busy_slot();  // slot c is chunk c
-  if (c < 0 || sh_.failed) return;
-  const uint64_t since = fill_->busy_since_ns();
-  const uint64_t now = now_ns();
-  if (now <= since || now - since < static_cast<uint64_t>(sh_.cfg.watchdog_s * 1e9)) return;
-  if (fill_->busy_slot() != c || fill_->busy_since_ns() != since) return;  // moved on meanwhile
-  RejectionPathScope scope;
-  std::string ev;
-  {
-    std::lock_guard lk(sh_.mu);
-    ev = sh_.evidence_locked();
-  }
-  sh_.fail("watchdog: the fill of chunk " + std::to_string(c) + " has been in the " +
-       to_string(source_->engine()) + " source for more than " + std::to_string(sh_.cfg.watchdog_s) +
-       " s (storage not answering); " + ev);
-}
+void Pager::check_stall() { filler_->check_stall(); }
 
 void Pager::loop() {
   // The fault loop is the read path: after start it must not allocate (alloc_count.hpp);
@@ -87,23 +71,23 @@ void Pager::loop() {
     uint64_t drained;
     while (::read(evfd_, &drained, sizeof drained) > 0) {
     }
-    if (cfd_ >= 0)
-      while (::read(cfd_, &drained, sizeof drained) > 0) {
+    if (filler_->completion_fd() >= 0)
+      while (::read(filler_->completion_fd(), &drained, sizeof drained) > 0) {
       }
-    bool progressed = reap_completions();
+    bool progressed = filler_->reap_completions();
     progressed |= serve_request();
     if (!paused_) {
-      progressed |= publish_readahead();
+      progressed |= filler_->publish_readahead();
       progressed |= serve_pending();
       // While the shutdown probe waits for the reads in flight, nothing new is read ahead.
       const bool probing = request_waiting_.load();
-      if (!probing) progressed |= maybe_readahead();
-      if (!progressed && pending_.empty() && !stopping_ && !probing) progressed = maybe_prefetch();
-      maybe_fire_reset_cell();  // before a blocking read is reaped: it is outstanding until then
-      if (blocking_) progressed |= reap_completions();  // a blocking read completed in submit()
+      if (!probing) progressed |= filler_->maybe_readahead();
+      if (!progressed && pending_.empty() && !stopping_ && !probing) progressed = filler_->maybe_prefetch();
+      filler_->maybe_fire_reset_cell();  // before a blocking read is reaped: it is outstanding until then
+      if (filler_->blocking()) progressed |= filler_->reap_completions();  // a blocking read completed in submit()
     }
     sh_.run_due_failure_callback();
-    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || sh_.failed) && (fill_->inflight() == 0 || sh_.failed)) {
+    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || sh_.failed) && (filler_->inflight() == 0 || sh_.failed)) {
       // Final drain: anything that arrived after the last read is served before we leave.
       read_messages();
       if (pending_.empty() || sh_.failed) break;
@@ -115,30 +99,18 @@ void Pager::loop() {
     // the next watchdog tick when a fault is waiting for room.
     const bool waiting = !pending_.empty() && !paused_;
     want_leave_notify_.store(waiting || sh_.cfg.prefetch_depth > 0 || sh_.cfg.readahead, std::memory_order_relaxed);
-    pollfd fds[3] = {{region_->uffd(), POLLIN, 0}, {evfd_, POLLIN, 0}, {cfd_, POLLIN, 0}};
-    ::poll(fds, cfd_ >= 0 ? 3 : 2, waiting ? 20 : -1);
+    pollfd fds[3] = {{region_->uffd(), POLLIN, 0}, {evfd_, POLLIN, 0}, {filler_->completion_fd(), POLLIN, 0}};
+    ::poll(fds, filler_->completion_fd() >= 0 ? 3 : 2, waiting ? 20 : -1);
   }
-  close_reads();
+  filler_->close_reads();
   {
     std::lock_guard lk(sh_.mu);
     alloc1_ = alloc_counts();
-    snapshot_source_stats_locked();
-    closed_source_windows_free_ = source_->windows_free();
+    filler_->snapshot_source_stats_locked();
+    filler_->record_close_locked();
     alloc_done_ = true;
   }
   region_->finish_registration();
-}
-
-void Pager::close_reads() {
-  // A failed run may leave reads in flight and accepted reads waiting for their bundle: the
-  // fill path drains the source, hands every completion to the Plan (nothing is copied or
-  // published), gives the windows back, and abandons the tickets whose completion never
-  // came. Then the Plan shuts down (refused while a consumer holds a slot).
-  const uint32_t abandoned = fill_->close();
-  std::lock_guard lk(sh_.mu);
-  cancellations_ += abandoned;
-  forget_bundles_locked(false);
-  sh_.plan_shutdown = sh_.plan->shutdown();
 }
 
 void Pager::read_messages() {
@@ -260,12 +232,12 @@ bool Pager::serve_pending() {
       // Otherwise it waits for a window, for room (a leave), or its chunk's read was
       // rejected (the run has failed).
       // Or its step is ahead of the cursor: it waits for the signal of the step before.
-      if (sh_.books[c].state != ChunkState::Absent || sh_.books[c].poisoned || !slot_vacant_locked(c) || sh_.fail_closed ||
-          defer_fault_locked(pending_[i], c) || free_windows() == 0 || !evictor_->make_room_locked(c)) {
+      if (sh_.books[c].state != ChunkState::Absent || sh_.books[c].poisoned || !filler_->slot_vacant_locked(c) || sh_.fail_closed ||
+          defer_fault_locked(pending_[i], c) || filler_->free_windows() == 0 || !evictor_->make_room_locked(c)) {
         ++i;
         continue;
       }
-      bi = begin_bundle_locked(FillKind::Demand, &c, 1);
+      bi = filler_->begin_bundle_locked(FillKind::Demand, &c, 1);
       if (bi < 0) {
         ++i;
         continue;
@@ -273,14 +245,56 @@ bool Pager::serve_pending() {
       sh_.books[c].prefetched_unused = 0;
       pending_[i].trigger = true;
     }
-    fill_->issue();
+    filler_->issue();
     progressed = true;
     ++i;
     // A blocking read happened inside submit(): publish it before the next one, so the
     // userfaultfd's messages (events) are read in between.
-    if (blocking_) break;
+    if (filler_->blocking()) break;
   }
   return progressed;
+}
+
+// ---- FaultQueue: the filler's questions about the waiting faults ----------------------
+
+void Pager::wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) {
+  // Every fault message on chunk c is a compute thread blocked on it: its wait is exposed.
+  const uintptr_t b = reinterpret_cast<uintptr_t>(region_->base());
+  bool first = true;
+  for (size_t i = 0; i < pending_.size();) {
+    const PendingFault& f = pending_[i];
+    if (f.addr < b || f.addr >= b + region_->geometry().registered_bytes || (f.addr - b) / sh_.cfg.chunk_size != c) {
+      ++i;
+      continue;
+    }
+    const uint64_t w = t > f.t_read_ns ? t - f.t_read_ns : 0;
+    sh_.st.exposed_wait_ns += w;
+    ++sh_.st.waited_faults;
+    if (f.trigger) {
+      fault_hist_.record(w);  // the demand fault that read the chunk
+      demand_hist_.record(w);
+    } else if (kind != FillKind::Demand && first) {
+      fault_hist_.record(w);  // the first fault that waited for a read-ahead (or prefetch) in flight
+      ++sh_.st.readahead_waits;
+      first = false;
+    } else {
+      ++sh_.st.spurious_faults;  // another thread (or page) of a chunk being filled: woken, not refilled
+    }
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+  }
+}
+
+bool Pager::waits_on_locked(std::span<const ChunkId> chunks) const {
+  for (const PendingFault& f : pending_) {
+    if (!region_->holds(f.addr)) continue;
+    const ChunkId c = region_->chunk_of(f.addr);
+    if (std::find(chunks.begin(), chunks.end(), c) != chunks.end()) return true;
+  }
+  return false;
+}
+
+void Pager::forget_triggers_locked() {
+  for (PendingFault& f : pending_) f.trigger = false;
 }
 
 }  // namespace resid

@@ -27,20 +27,23 @@ namespace resid {
 
 Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, PagerConfig cfg,
              Trace* trace)
-    : sh_(std::move(cfg), std::move(policy), trace), source_(std::move(source)), audit_(0) {
-  if (!source_ || !sh_.policy) throw std::invalid_argument("pager needs a source and a policy");
-  const Region::Geometry g = Region::geometry(sh_.cfg, *source_);
-  build_chunk_manifest(g);
+    : sh_(std::move(cfg), std::move(policy), trace), audit_(0) {
+  if (!source || !sh_.policy) throw std::invalid_argument("pager needs a source and a policy");
+  const Region::Geometry g = Region::geometry(sh_.cfg, *source);
+  build_chunk_manifest(g, *source);
   region_ = std::make_unique<Region>(sh_, g);
   region_->set_event_reader([this] { read_messages(); });
   evictor_ = std::make_unique<Evictor>(sh_, *region_);
   evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (evfd_ < 0) throw InputError("eventfd failed (" + errno_name(errno) + ")");
-  init_books();
-  init_plan();
+  // Sized once: the fault loop never allocates.
+  sh_.pins.reserve(sh_.cfg.max_pins);
+  audit_ = sh_.cfg.step_chunks.empty() ? SignalAudit(g.chunks) : SignalAudit(g.chunks, sh_.cfg.step_chunks);
+  pending_.reserve(1024);
+  filler_ = std::make_unique<Filler>(sh_, *region_, *evictor_, std::move(source), static_cast<FaultQueue&>(*this));
 }
 
-void Pager::build_chunk_manifest(const Region::Geometry& g) {
+void Pager::build_chunk_manifest(const Region::Geometry& g, const Source& source) {
   // The Plan's manifest: one object per chunk, its file extent (the tail chunk is short).
   std::vector<PlanObjectSpec> specs(g.chunks);
   for (ChunkId c = 0; c < g.chunks; ++c) {
@@ -49,52 +52,7 @@ void Pager::build_chunk_manifest(const Region::Geometry& g) {
     specs[c].extents.push_back({off, std::min(sh_.cfg.chunk_size, g.file_bytes - off)});
   }
   sh_.manifest = std::make_unique<PlanManifest>(
-    PlanManifest::build(std::move(specs), g.file_bytes, source_->alignment(), source_->window_capacity()));
-}
-
-// The pager's own state, sized once: the fault loop never allocates.
-void Pager::init_books() {
-  sh_.pins.reserve(sh_.cfg.max_pins);
-  audit_ = sh_.cfg.step_chunks.empty() ? SignalAudit(region_->chunks()) : SignalAudit(region_->chunks(), sh_.cfg.step_chunks);
-  pending_.reserve(1024);
-  candidates_.reserve(64);
-}
-
-// The Plan's mutable half (the source's windows, one slot per chunk at its stable address)
-// and the fill path over it.
-void Pager::init_plan() {
-  // The Plan's mutable half: the source's windows, one slot per chunk at its stable address.
-  const uint32_t windows = static_cast<uint32_t>(source_->window_count());
-  {
-    PlanConfig pc;
-    pc.windows = windows;
-    pc.slot_addresses.resize(region_->chunks());
-    for (ChunkId c = 0; c < region_->chunks(); ++c) pc.slot_addresses[c] = region_->base() + static_cast<uint64_t>(c) * sh_.cfg.chunk_size;
-    pc.slot_bytes = sh_.cfg.chunk_size;
-    pc.consumers = 1;  // open consumers: not a declared count
-    pc.max_bundle = std::max<uint32_t>(1, std::min<uint32_t>(windows, region_->chunks()));
-    pc.eager_reconcile = sh_.cfg.eager_reconcile;
-    pc.open_consumers = true;
-    sh_.plan = std::make_unique<Plan>(*sh_.manifest, std::move(pc));
-  }
-  {
-    FillOptions fo;
-    fo.copy_on_accept = false;  // a copy into the region is a publication: only whole bundles
-    fo.max_fills = windows;
-    fo.max_objects = std::max<uint32_t>(1, std::min<uint32_t>(windows, region_->chunks()));
-    fo.stats_mutex = &sh_.mu;
-    fo.piece_digests = sh_.cfg.chunk_digests.empty() ? nullptr : &sh_.cfg.chunk_digests;  // one piece per chunk
-    fill_ = std::make_unique<FillPath>(*sh_.plan, *source_, static_cast<FillOwner&>(*this), fo);
-  }
-  bundles_.resize(windows);
-  for (auto& b : bundles_) {
-    b.chunks.reserve(windows);
-  }
-  cur_mark_.assign(region_->chunks(), 0);
-  ra_chunks_.reserve(windows);
-  req_slots_.resize(windows);
-  req_tags_.resize(windows);
-  rejection_.bundle.reserve(windows);
+    PlanManifest::build(std::move(specs), g.file_bytes, source.alignment(), source.window_capacity()));
 }
 
 Pager::~Pager() {
@@ -109,10 +67,7 @@ uint64_t Pager::chunk_length(ChunkId c) const { return region_->chunk_length(c);
 
 void Pager::start() {
   if (started_) return;
-  // The uring engine signals completions on an eventfd the fault loop polls with the
-  // userfaultfd; the blocking engines complete inside submit().
-  cfd_ = source_->completion_fd();
-  blocking_ = cfd_ < 0;
+  filler_->start();
   started_ = true;
   thread_ = std::thread([this] { loop(); });
 }
@@ -124,8 +79,8 @@ void Pager::shutdown(const std::function<void()>& quiesce) {
   if (!started_) {
     std::lock_guard lk(sh_.mu);
     sh_.plan_shutdown = sh_.plan->shutdown();
-    src_stats_ = source_->stats();
-    closed_source_windows_free_ = source_->windows_free();
+    filler_->snapshot_source_stats_locked();
+    filler_->record_close_locked();
     alloc_done_ = true;
     region_->finish_registration();
     return;
@@ -189,7 +144,7 @@ void Pager::signal(uint64_t cursor) { step_boundary(cursor, UINT64_MAX); }
 
 void Pager::set_readahead_horizon(uint64_t last_step) {
   std::lock_guard lk(sh_.mu);
-  readahead_last_step_ = last_step;
+  filler_->set_readahead_horizon_locked(last_step);
 }
 
 void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }
@@ -281,16 +236,17 @@ PagerStats Pager::stats() const {
   s.demand_fault_p50_ns = demand_hist_.quantile(0.5);
   s.demand_fault_p99_ns = demand_hist_.quantile(0.99);
   s.demand_fault_max_ns = demand_hist_.max();
-  s.fill_count = fill_hist_.count();
-  s.fill_p50_ns = fill_hist_.quantile(0.5);
-  s.fill_p99_ns = fill_hist_.quantile(0.99);
-  s.fill_max_ns = fill_hist_.max();
+  const LatencyHistogram& fills = filler_->fill_latency_locked();
+  s.fill_count = fills.count();
+  s.fill_p50_ns = fills.quantile(0.5);
+  s.fill_p99_ns = fills.quantile(0.99);
+  s.fill_max_ns = fills.max();
   return s;
 }
 
 SourceStats Pager::source_stats() const {
   std::lock_guard lk(sh_.mu);
-  return src_stats_;
+  return filler_->source_stats_locked();
 }
 
 
@@ -337,24 +293,7 @@ std::optional<PlanError> Pager::plan_shutdown() const {
 
 SourceReport Pager::source_report() const {
   std::lock_guard lk(sh_.mu);
-  SourceReport r;
-  r.engine = source_->engine();
-  r.windows = source_->window_count();
-  r.depth = source_->max_inflight();
-  r.alignment = source_->alignment();
-  r.window_capacity = source_->window_capacity();
-  r.stats = src_stats_;  // the pager thread's copy (the source itself is the pager thread's)
-  const LatencyHistogram& reads = fill_->read_latency();  // written under sh_.mu
-  r.read_count = reads.count();
-  r.read_p50_ns = reads.quantile(0.5);
-  r.read_p99_ns = reads.quantile(0.99);
-  r.read_max_ns = reads.max();
-  const PlanBalance bal = sh_.plan->balance();
-  // Before the pager closed (a failed run that left threads in faults), the Plan's count.
-  r.windows_free_at_close = alloc_done_ ? closed_source_windows_free_ : bal.windows_free;
-  r.plan_windows_free_at_close = bal.windows_free;
-  r.tickets_outstanding_at_close = bal.live_tickets;
-  r.cancellations = cancellations_;
+  SourceReport r = filler_->report_locked(alloc_done_);
   r.alloc_counter_installed = alloc_hook_installed();
   const AllocCounts now = alloc_done_ ? alloc1_ : alloc_counts();
   r.dynamic_allocations = started_ ? now.read_path - alloc0_.read_path : 0;
@@ -364,7 +303,7 @@ SourceReport Pager::source_report() const {
 
 PagerRejectionReport Pager::rejection_report() const {
   std::lock_guard lk(sh_.mu);
-  return rejection_;
+  return filler_->rejection_locked();
 }
 
 

@@ -108,6 +108,7 @@
 #include "pager/books.hpp"
 #include "pager/config.hpp"
 #include "pager/evictor.hpp"
+#include "pager/filler.hpp"
 #include "pager/pins.hpp"
 #include "pager/region.hpp"
 #include "pager/shared.hpp"
@@ -122,7 +123,7 @@
 
 namespace resid {
 
-class Pager final : private FillOwner {
+class Pager final : private FaultQueue {
  public:
   // Oversize steps: chunks pinned per compute thread (see above).
   static constexpr uint32_t kPinsPerThread = ThreadPins::kPerThread;
@@ -156,7 +157,7 @@ class Pager final : private FillOwner {
   // Bytes of chunk c that hold file data, page rounded (the tail chunk may be short).
   uint64_t chunk_length(ChunkId c) const;
   UffdMode uffd_mode() const { return region_->uffd_mode(); }
-  const Source& source() const { return *source_; }
+  const Source& source() const { return filler_->source(); }
   const Plan& plan() const { return *sh_.plan; }
   // The Plan's shutdown answer (None: ok; nullopt before the pager shut down).
   std::optional<PlanError> plan_shutdown() const;
@@ -245,29 +246,14 @@ class Pager final : private FillOwner {
 
  private:
   enum class Request : uint8_t { None, Reset, ShutdownProbe };
-  enum class FillKind : uint8_t { Demand, Prefetch, Readahead };
   struct PendingFault {
     uintptr_t addr;
     uint64_t t_read_ns;
     bool trigger;  // this fault started its chunk's demand read
     bool deferred;  // it waited for the signal of the step before its own (counted once)
   };
-  // The pager's side of a fill (indexed like the fill path's fills).
-  struct BundleRun {
-    bool live = false;
-    FillKind kind = FillKind::Demand;
-    uint32_t n = 0;
-    bool ready = false;   // read-ahead: every read landed, waiting for its step
-    bool roomed = false;  // its chunks' room is counted in filling_
-    uint64_t target = 0;  // read-ahead: the step it is for
-    uint64_t epoch = 0;   // the Plan's epoch when it was requested
-    std::vector<ChunkId> chunks;  // capacity: the window count
-  };
 
-  // Construction, in order (pager.cpp, region.cpp).
-  void build_chunk_manifest(const Region::Geometry& g);
-  void init_books();
-  void init_plan();
+  void build_chunk_manifest(const Region::Geometry& g, const Source& source);
   void loop();
   void leave_impl(ChunkId c, bool consumed);
   void read_messages();
@@ -275,76 +261,36 @@ class Pager final : private FillOwner {
   bool serve_pending();
   bool defer_fault_locked(PendingFault& f, ChunkId c);
   uint64_t fault_step_locked(ChunkId c) const;
-  bool maybe_prefetch();
-  bool maybe_readahead();
-  bool publish_readahead();
-  uint32_t free_windows() const;
-  int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
-  bool reap_completions();
-  uint32_t readahead_windows() const;
-  void snapshot_source_stats();
-  void snapshot_source_stats_locked();
-  // FillOwner (plan/fill.hpp), on the pager thread.
-  bool copy(uint32_t fill, const CopyOrder& order, const Completion& c, uint64_t submit_ns) override;
-  void on_landed(uint32_t fill) override;
-  void on_rejected(uint32_t fill, PlanError kind, const Completion& c) override;
-  void on_dropped(uint32_t fill) override;
-  void on_internal(uint32_t fill, const char* what, PlanError e) override;
-  void publish_bundle(BundleRun& b, uint32_t fill);
-  void book_fill_locked(ChunkId c, FillKind kind);
-  void drop_bundle(BundleRun& b);
-  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind);
-  void close_reads();
-  std::span<const ChunkId> step_chunks_of(uint64_t step);
-  std::span<const ChunkId> readahead_chunks_of(uint64_t step);
+  // FaultQueue (filler.hpp): the filler's questions about the waiting faults.
+  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) override;
+  bool waits_on_locked(std::span<const ChunkId> chunks) const override;
+  void forget_triggers_locked() override;
+  bool stopping() const override { return stopping_.load(); }
+  bool paused() const override { return paused_.load(); }
   void check_watchdog();
   void notify();
   // reset.cpp (the pager thread).
   bool serve_request();
-  void maybe_fire_reset_cell();
-  PlanResult<uint32_t> reset_now();
-  void forget_bundles_locked(bool stale);
-  bool slot_vacant_locked(ChunkId c);
   PlanResult<uint32_t> await_request(Request r);
 
   // What every component shares (shared.hpp), then the components.
   PagerShared sh_;
   std::unique_ptr<Region> region_;
   std::unique_ptr<Evictor> evictor_;
-  std::unique_ptr<Source> source_;
+  std::unique_ptr<Filler> filler_;
   int evfd_ = -1;
 
-  SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
   SignalAudit audit_;
   // fault_hist_: every exposed wait (a demand fault, or the first wait on a read-ahead or
   // prefetch in flight); demand_hist_: a demand fault's service time only (it read its chunk).
-  LatencyHistogram fault_hist_, demand_hist_, fill_hist_;
-
+  LatencyHistogram fault_hist_, demand_hist_;
 
   // Pager thread only.
   std::vector<PendingFault> pending_;
-  std::vector<ChunkId> candidates_;
-  std::unique_ptr<FillPath> fill_;      // the one fill path (after the Plan)
-  std::vector<BundleRun> bundles_;      // at most one per window at a time
-  uint32_t readahead_ready_ = 0;        // read-ahead bundles landed, waiting for their step
-  int cfd_ = -1;                        // the source's completion eventfd (-1: blocking)
-  bool blocking_ = true;
-  uint64_t ra_next_step_ = 0;  // the first step whose read-ahead is not complete (guarded by mu_)
-  uint64_t readahead_last_step_ = UINT64_MAX;  // no read-ahead beyond it (guarded by mu_)
-  std::vector<uint64_t> cur_mark_;      // chunk -> stamp of the step it is in (read-ahead)
-  uint64_t cur_stamp_ = 0;
-  std::vector<ChunkId> ra_chunks_;
-  std::vector<int32_t> req_slots_;      // a bundle's request (no allocation on the read path)
-  std::vector<uint64_t> req_tags_;
-  ChunkId one_chunk_ = 0;
   AllocCounts alloc0_{}, alloc1_{};
-  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu_)
-  uint64_t closed_source_windows_free_ = 0;
-  uint64_t cancellations_ = 0;
-  PagerRejectionReport rejection_;       // guarded by mu_
-  int rejected_bundle_ = -1;            // the fill of the first fatal rejection
+  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu)
   bool watchdog_reported_ = false;
-  // A driver's request to the pager thread (reset.cpp), guarded by mu_.
+  // A driver's request to the pager thread (reset.cpp), guarded by mu.
   Request request_ = Request::None;
   uint64_t request_serial_ = 0, request_done_ = 0;
   PlanResult<uint32_t> request_answer_{};

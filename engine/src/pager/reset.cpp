@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "pager/filler.hpp"
 #include "pager/pager.hpp"
 #include "pager/pager_internal.hpp"
 
@@ -51,9 +52,9 @@ bool Pager::serve_request() {
   if (r == Request::None) return false;
   PlanResult<uint32_t> answer{};
   if (r == Request::Reset) {
-    answer = reset_now();
+    answer = filler_->reset_now();
   } else {
-    if (fill_->inflight() > 0) return false;
+    if (filler_->inflight() > 0) return false;
     answer.error = sh_.plan->shutdown();
   }
   {
@@ -67,7 +68,7 @@ bool Pager::serve_request() {
   return true;
 }
 
-PlanResult<uint32_t> Pager::reset_now() {
+PlanResult<uint32_t> Filler::reset_now() {
   const PlanResult<uint32_t> r = sh_.plan->reset();
   if (!r.ok()) return r;
   fill_->retire_all();
@@ -75,14 +76,14 @@ PlanResult<uint32_t> Pager::reset_now() {
   forget_bundles_locked(true);
   ++sh_.st.reset.resets;
   ra_next_step_ = 0;  // the coming steps' read-ahead is read again in the new epoch
-  for (PendingFault& f : pending_) f.trigger = false;
-  if (sh_.cfg.eager_reconcile) region_->reconcile_locked();
+  faults_.forget_triggers_locked();
+  if (sh_.cfg.eager_reconcile) region_.reconcile_locked();
   return r;
 }
 
 // Every live bundle leaves the books unpublished: its chunks go back to Absent. `stale`: a
 // reset (the chunks are read again later); otherwise the close (nothing is read again).
-void Pager::forget_bundles_locked(bool stale) {
+void Filler::forget_bundles_locked(bool stale) {
   for (BundleRun& b : bundles_) {
     if (!b.live) continue;
     for (ChunkId c : b.chunks) {
@@ -101,7 +102,7 @@ void Pager::forget_bundles_locked(bool stale) {
 }
 
 // May chunk c's slot be requested? Not while a reset's stale read of it is in flight.
-bool Pager::slot_vacant_locked(ChunkId c) {
+bool Filler::slot_vacant_locked(ChunkId c) {
   if (!sh_.books[c].stale) return true;
   if (sh_.plan->slot_phase(static_cast<int32_t>(c)) != SlotPhase::Vacant) return false;
   sh_.books[c].stale = 0;
@@ -110,7 +111,7 @@ bool Pager::slot_vacant_locked(ChunkId c) {
 
 // The reset-outstanding cell: the first point, once read N was submitted, with reads
 // outstanding (two when the source's depth allows, so the reset lands inside a bundle).
-void Pager::maybe_fire_reset_cell() {
+void Filler::maybe_fire_reset_cell() {
   if (!sh_.cfg.reset_at_read || sh_.st.reset.cell_fired || sh_.fail_closed || sh_.failed) return;
   const uint64_t issued = fill_->counters().reads_issued;
   const uint32_t want = static_cast<uint32_t>(std::min<size_t>(2, source_->max_inflight()));
