@@ -146,37 +146,11 @@ void Pager::read_messages() {
 }
 
 void Pager::handle_unmap(uintptr_t start, uintptr_t end) {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(region_->base());
-  const uintptr_t lo = std::max(start, b);
-  const uintptr_t hi = std::min(end, b + region_->geometry().registered_bytes);
-  {
-    std::lock_guard lk(sh_.mu);
-    ++sh_.st.unmap_events;
-    if (lo < hi) {
-      for (uint64_t p = (lo - b) / region_->geometry().page; p < (hi - b + region_->geometry().page - 1) / region_->geometry().page; ++p) {
-        if (sh_.books.page_unmapped(p)) continue;
-        const ChunkId c = static_cast<ChunkId>(p / region_->geometry().chunk_pages);
-        if (sh_.books.unmap_page(p)) {
-          // The kernel freed whatever was there: drop the chunk from the books (not an
-          // eviction: nothing was decided) and never COPY into it again. Its slot's version
-          // is gone too (a chunk still being read is dropped when its bundle publishes).
-          if (sh_.books[c].state == ChunkState::Resident) {
-            sh_.books.remove_resident(c);
-            if (sh_.plan->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++sh_.st.plan_recycle_refusals;
-            sh_.books[c].state = ChunkState::Absent;
-          }
-          ++sh_.st.unmapped_chunks;
-        }
-      }
-    }
-  }
+  const auto [lo, hi] = region_->book_unmap(start, end);
   // Faults queued for the hole: wake them so they retry (and die with SIGSEGV, as an
   // access to unmapped memory must), and forget them.
   std::erase_if(pending_, [&](const PendingFault& f) { return f.addr >= start && f.addr < end; });
-  if (lo < hi) {
-    uffdio_range r{lo, hi - lo};
-    ::ioctl(region_->uffd(), UFFDIO_WAKE, &r);
-  }
+  if (lo < hi) region_->wake_range(lo, hi);
 }
 
 // The step a demand fault on absent chunk c is for: the first step at or after the current
@@ -223,8 +197,7 @@ bool Pager::serve_pending() {
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
         const uint64_t t = now_ns();
         sh_.st.exposed_wait_ns += t - f.t_read_ns;
-        uffdio_range r{f.addr, region_->geometry().page};
-        ::ioctl(region_->uffd(), UFFDIO_WAKE, &r);
+        region_->wake_range(f.addr, f.addr + region_->geometry().page);
         progressed = true;
         continue;
       }
