@@ -15,70 +15,55 @@
 
 #include "core/clock.hpp"
 #include "core/errors.hpp"
+#include "pager/pager.hpp"
 #include "pager/pager_internal.hpp"
 
 namespace resid {
 
 void Pager::check_watchdog() {
   if (pending_.empty() || watchdog_reported_ || paused_) return;
-  const uint64_t limit = static_cast<uint64_t>(cfg_.watchdog_s * 1e9);
+  const uint64_t limit = static_cast<uint64_t>(sh_.cfg.watchdog_s * 1e9);
   const uint64_t age = now_ns() - pending_.front().t_read_ns;
   if (age < limit) return;
   watchdog_reported_ = true;
-  const ChunkId c = static_cast<ChunkId>((pending_.front().addr - reinterpret_cast<uintptr_t>(base_)) /
-                                         cfg_.chunk_size);
+  const ChunkId c = static_cast<ChunkId>((pending_.front().addr - reinterpret_cast<uintptr_t>(region_->base())) /
+                                         sh_.cfg.chunk_size);
   RejectionPathScope scope;
   std::string ev;
   bool reading = false, deferred = false;
   uint64_t step = 0;
   {
-    std::lock_guard lk(mu_);
-    ev = evidence_locked();
-    reading = books_[c].state == ChunkState::Filling;
-    deferred = pending_.front().deferred && books_[c].state == ChunkState::Absent;
+    std::lock_guard lk(sh_.mu);
+    ev = sh_.evidence_locked();
+    reading = sh_.books[c].state == ChunkState::Filling;
+    deferred = pending_.front().deferred && sh_.books[c].state == ChunkState::Absent;
     step = fault_step_locked(c);
   }
   if (deferred) {
-    fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(cfg_.watchdog_s) +
+    sh_.fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(sh_.cfg.watchdog_s) +
          " s: it is for step " + std::to_string(step) + " and waits for the consumption signal of step " +
          std::to_string(step - 1) + ", which never came; " + ev);
     return;
   }
   if (reading) {
-    fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(cfg_.watchdog_s) +
-         " s: its read has been in the " + to_string(source_->engine()) + " source all that time (storage not "
+    sh_.fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " + std::to_string(sh_.cfg.watchdog_s) +
+         " s: its read has been in the " + to_string(filler_->source().engine()) + " source all that time (storage not "
          "answering); " + ev);
     return;
   }
-  fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " +
-       std::to_string(cfg_.watchdog_s) + " s (no evictable chunk: every resident chunk has live "
+  sh_.fail("watchdog: fault on chunk " + std::to_string(c) + " not served within " +
+       std::to_string(sh_.cfg.watchdog_s) + " s (no evictable chunk: every resident chunk has live "
        "consumers or a pin); " + ev);
 }
 
-void Pager::check_stall() {
-  const int64_t c = fill_->busy_slot();  // slot c is chunk c
-  if (c < 0 || failed_) return;
-  const uint64_t since = fill_->busy_since_ns();
-  const uint64_t now = now_ns();
-  if (now <= since || now - since < static_cast<uint64_t>(cfg_.watchdog_s * 1e9)) return;
-  if (fill_->busy_slot() != c || fill_->busy_since_ns() != since) return;  // moved on meanwhile
-  RejectionPathScope scope;
-  std::string ev;
-  {
-    std::lock_guard lk(mu_);
-    ev = evidence_locked();
-  }
-  fail("watchdog: the fill of chunk " + std::to_string(c) + " has been in the " +
-       to_string(source_->engine()) + " source for more than " + std::to_string(cfg_.watchdog_s) +
-       " s (storage not answering); " + ev);
-}
+void Pager::check_stall() { filler_->check_stall(); }
 
 void Pager::loop() {
   // The fault loop is the read path: after start it must not allocate (alloc_count.hpp);
   // failure messages are built on the rejection path.
   ReadPathScope scope;
   {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(sh_.mu);
     alloc0_ = alloc_counts();
   }
   for (;;) {
@@ -86,26 +71,26 @@ void Pager::loop() {
     uint64_t drained;
     while (::read(evfd_, &drained, sizeof drained) > 0) {
     }
-    if (cfd_ >= 0)
-      while (::read(cfd_, &drained, sizeof drained) > 0) {
+    if (filler_->completion_fd() >= 0)
+      while (::read(filler_->completion_fd(), &drained, sizeof drained) > 0) {
       }
-    bool progressed = reap_completions();
+    bool progressed = filler_->reap_completions();
     progressed |= serve_request();
     if (!paused_) {
-      progressed |= publish_readahead();
+      progressed |= filler_->publish_readahead();
       progressed |= serve_pending();
       // While the shutdown probe waits for the reads in flight, nothing new is read ahead.
       const bool probing = request_waiting_.load();
-      if (!probing) progressed |= maybe_readahead();
-      if (!progressed && pending_.empty() && !stopping_ && !probing) progressed = maybe_prefetch();
-      maybe_fire_reset_cell();  // before a blocking read is reaped: it is outstanding until then
-      if (blocking_) progressed |= reap_completions();  // a blocking read completed in submit()
+      if (!probing) progressed |= filler_->maybe_readahead();
+      if (!progressed && pending_.empty() && !stopping_ && !probing) progressed = filler_->maybe_prefetch();
+      filler_->maybe_fire_reset_cell();  // before a blocking read is reaped: it is outstanding until then
+      if (filler_->blocking()) progressed |= filler_->reap_completions();  // a blocking read completed in submit()
     }
-    run_due_failure_callback();
-    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || failed_) && (fill_->inflight() == 0 || failed_)) {
+    sh_.run_due_failure_callback();
+    if (stopping_ && stopping_quiesced_ && !paused_ && (pending_.empty() || sh_.failed) && (filler_->inflight() == 0 || sh_.failed)) {
       // Final drain: anything that arrived after the last read is served before we leave.
       read_messages();
-      if (pending_.empty() || failed_) break;
+      if (pending_.empty() || sh_.failed) break;
       continue;
     }
     check_watchdog();
@@ -113,40 +98,28 @@ void Pager::loop() {
     // Block until a fault/event, a completion, a notification (leave, signal, shutdown), or
     // the next watchdog tick when a fault is waiting for room.
     const bool waiting = !pending_.empty() && !paused_;
-    want_leave_notify_.store(waiting || cfg_.prefetch_depth > 0 || cfg_.readahead, std::memory_order_relaxed);
-    pollfd fds[3] = {{uffd_.fd(), POLLIN, 0}, {evfd_, POLLIN, 0}, {cfd_, POLLIN, 0}};
-    ::poll(fds, cfd_ >= 0 ? 3 : 2, waiting ? 20 : -1);
+    want_leave_notify_.store(waiting || sh_.cfg.prefetch_depth > 0 || sh_.cfg.readahead, std::memory_order_relaxed);
+    pollfd fds[3] = {{region_->uffd(), POLLIN, 0}, {evfd_, POLLIN, 0}, {filler_->completion_fd(), POLLIN, 0}};
+    ::poll(fds, filler_->completion_fd() >= 0 ? 3 : 2, waiting ? 20 : -1);
   }
-  close_reads();
+  filler_->close_reads();
   {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(sh_.mu);
     alloc1_ = alloc_counts();
-    snapshot_source_stats_locked();
-    closed_source_windows_free_ = source_->windows_free();
+    filler_->snapshot_source_stats_locked();
+    filler_->record_close_locked();
     alloc_done_ = true;
   }
-  finish_registration();
-}
-
-void Pager::close_reads() {
-  // A failed run may leave reads in flight and accepted reads waiting for their bundle: the
-  // fill path drains the source, hands every completion to the Plan (nothing is copied or
-  // published), gives the windows back, and abandons the tickets whose completion never
-  // came. Then the Plan shuts down (refused while a consumer holds a slot).
-  const uint32_t abandoned = fill_->close();
-  std::lock_guard lk(mu_);
-  cancellations_ += abandoned;
-  forget_bundles_locked(false);
-  plan_shutdown_ = plan_->shutdown();
+  region_->finish_registration();
 }
 
 void Pager::read_messages() {
   uffd_msg msgs[64];
   for (;;) {
-    const ssize_t n = ::read(uffd_.fd(), msgs, sizeof msgs);
+    const ssize_t n = ::read(region_->uffd(), msgs, sizeof msgs);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN) fail("read from userfaultfd failed (" + errno_name(errno) + ")");
+      if (errno != EAGAIN) sh_.fail("read from userfaultfd failed (" + errno_name(errno) + ")");
       return;
     }
     const uint64_t t = now_ns();
@@ -154,14 +127,14 @@ void Pager::read_messages() {
     for (size_t i = 0; i < count; ++i) {
       const uffd_msg& m = msgs[i];
       if (m.event == UFFD_EVENT_PAGEFAULT) {
-        const uintptr_t addr = static_cast<uintptr_t>(m.arg.pagefault.address) & ~(uintptr_t)(page_ - 1);
+        const uintptr_t addr = static_cast<uintptr_t>(m.arg.pagefault.address) & ~(uintptr_t)(region_->geometry().page - 1);
         {
-          std::lock_guard lk(mu_);
-          ++st_.faults_handled;
-          const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
-          if (pins_.oversize() && addr >= b && addr < b + registered_bytes_)
-            pins_.pin(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / cfg_.chunk_size), cfg_.max_pins,
-                      books_, *plan_, st_.pin_moves, st_.max_pins);
+          std::lock_guard lk(sh_.mu);
+          ++sh_.st.faults_handled;
+          const uintptr_t b = reinterpret_cast<uintptr_t>(region_->base());
+          if (sh_.pins.oversize() && addr >= b && addr < b + region_->geometry().registered_bytes)
+            sh_.pins.pin(m.arg.pagefault.feat.ptid, static_cast<ChunkId>((addr - b) / sh_.cfg.chunk_size), sh_.cfg.max_pins,
+                      sh_.books, *sh_.plan, sh_.st.pin_moves, sh_.st.max_pins);
         }
         pending_.push_back({addr, t, false, false});
       } else if (m.event == UFFD_EVENT_UNMAP) {
@@ -173,85 +146,58 @@ void Pager::read_messages() {
 }
 
 void Pager::handle_unmap(uintptr_t start, uintptr_t end) {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
-  const uintptr_t lo = std::max(start, b);
-  const uintptr_t hi = std::min(end, b + registered_bytes_);
-  {
-    std::lock_guard lk(mu_);
-    ++st_.unmap_events;
-    if (lo < hi) {
-      for (uint64_t p = (lo - b) / page_; p < (hi - b + page_ - 1) / page_; ++p) {
-        if (books_.page_unmapped(p)) continue;
-        const ChunkId c = static_cast<ChunkId>(p / chunk_pages_);
-        if (books_.unmap_page(p)) {
-          // The kernel freed whatever was there: drop the chunk from the books (not an
-          // eviction: nothing was decided) and never COPY into it again. Its slot's version
-          // is gone too (a chunk still being read is dropped when its bundle publishes).
-          if (books_[c].state == ChunkState::Resident) {
-            books_.remove_resident(c);
-            if (plan_->recycle(static_cast<int32_t>(c)) == PlanError::ConsumersLive) ++st_.plan_recycle_refusals;
-            books_[c].state = ChunkState::Absent;
-          }
-          ++st_.unmapped_chunks;
-        }
-      }
-    }
-  }
+  const auto [lo, hi] = region_->book_unmap(start, end);
   // Faults queued for the hole: wake them so they retry (and die with SIGSEGV, as an
   // access to unmapped memory must), and forget them.
   std::erase_if(pending_, [&](const PendingFault& f) { return f.addr >= start && f.addr < end; });
-  if (lo < hi) {
-    uffdio_range r{lo, hi - lo};
-    ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
-  }
+  if (lo < hi) region_->wake_range(lo, hi);
 }
 
 // The step a demand fault on absent chunk c is for: the first step at or after the current
 // one that reads c (chunk steps: step s reads chunk s mod chunks).
 uint64_t Pager::fault_step_locked(ChunkId c) const {
-  return step_ + (c + chunks_ - step_ % chunks_) % chunks_;
+  return sh_.step + (c + region_->chunks() - sh_.step % region_->chunks()) % region_->chunks();
 }
 
 // Whether the fault waits for the signal of the step before its own (pager.hpp: faults ahead
 // of the cursor); counted once per fault.
 bool Pager::defer_fault_locked(PendingFault& f, ChunkId c) {
-  if (!cfg_.defer_ahead_faults || ahead_released_.load() || stopping_.load()) return false;
-  if (fault_step_locked(c) <= signal_next_) return false;
-  if (!f.deferred) ++st_.deferred_faults;
+  if (!sh_.cfg.defer_ahead_faults || ahead_released_.load() || stopping_.load()) return false;
+  if (fault_step_locked(c) <= sh_.signal_next) return false;
+  if (!f.deferred) ++sh_.st.deferred_faults;
   f.deferred = true;
   deferred_waiting_ = true;
   return true;
 }
 
 bool Pager::serve_pending() {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(region_->base());
   bool progressed = false;
-  deferred_waiting_ = false;  // set again under mu_ by each fault still deferred
+  deferred_waiting_ = false;  // set again under sh_.mu by each fault still deferred
   for (size_t i = 0; i < pending_.size();) {
     const PendingFault f = pending_[i];
-    if (f.addr < b || f.addr >= b + registered_bytes_) {  // not ours: let it retry
+    if (f.addr < b || f.addr >= b + region_->geometry().registered_bytes) {  // not ours: let it retry
       pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
       continue;
     }
-    const ChunkId c = static_cast<ChunkId>((f.addr - b) / cfg_.chunk_size);
+    const ChunkId c = static_cast<ChunkId>((f.addr - b) / sh_.cfg.chunk_size);
     int bi = -1;
     {
-      std::lock_guard lk(mu_);
-      if (books_.page_unmapped((f.addr - b) / page_)) {
+      std::lock_guard lk(sh_.mu);
+      if (sh_.books.page_unmapped((f.addr - b) / region_->geometry().page)) {
         // stale: the hole was woken when the unmap event was read
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
         progressed = true;
         continue;
       }
-      if (books_[c].state == ChunkState::Resident) {
+      if (sh_.books[c].state == ChunkState::Resident) {
         // Already published (another thread's fault or a read-ahead filled it): wake it.
-        ++st_.spurious_faults;
-        ++st_.waited_faults;
+        ++sh_.st.spurious_faults;
+        ++sh_.st.waited_faults;
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
         const uint64_t t = now_ns();
-        st_.exposed_wait_ns += t - f.t_read_ns;
-        uffdio_range r{f.addr, page_};
-        ::ioctl(uffd_.fd(), UFFDIO_WAKE, &r);
+        sh_.st.exposed_wait_ns += t - f.t_read_ns;
+        region_->wake_range(f.addr, f.addr + region_->geometry().page);
         progressed = true;
         continue;
       }
@@ -259,27 +205,69 @@ bool Pager::serve_pending() {
       // Otherwise it waits for a window, for room (a leave), or its chunk's read was
       // rejected (the run has failed).
       // Or its step is ahead of the cursor: it waits for the signal of the step before.
-      if (books_[c].state != ChunkState::Absent || books_[c].poisoned || !slot_vacant_locked(c) || fail_closed_ ||
-          defer_fault_locked(pending_[i], c) || free_windows() == 0 || !make_room_locked(c)) {
+      if (sh_.books[c].state != ChunkState::Absent || sh_.books[c].poisoned || !filler_->slot_vacant_locked(c) || sh_.fail_closed ||
+          defer_fault_locked(pending_[i], c) || filler_->free_windows() == 0 || !evictor_->make_room_locked(c)) {
         ++i;
         continue;
       }
-      bi = begin_bundle_locked(FillKind::Demand, &c, 1);
+      bi = filler_->begin_bundle_locked(FillKind::Demand, &c, 1);
       if (bi < 0) {
         ++i;
         continue;
       }
-      books_[c].prefetched_unused = 0;
+      sh_.books[c].prefetched_unused = 0;
       pending_[i].trigger = true;
     }
-    fill_->issue();
+    filler_->issue();
     progressed = true;
     ++i;
     // A blocking read happened inside submit(): publish it before the next one, so the
     // userfaultfd's messages (events) are read in between.
-    if (blocking_) break;
+    if (filler_->blocking()) break;
   }
   return progressed;
+}
+
+// ---- FaultQueue: the filler's questions about the waiting faults ----------------------
+
+void Pager::wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) {
+  // Every fault message on chunk c is a compute thread blocked on it: its wait is exposed.
+  const uintptr_t b = reinterpret_cast<uintptr_t>(region_->base());
+  bool first = true;
+  for (size_t i = 0; i < pending_.size();) {
+    const PendingFault& f = pending_[i];
+    if (f.addr < b || f.addr >= b + region_->geometry().registered_bytes || (f.addr - b) / sh_.cfg.chunk_size != c) {
+      ++i;
+      continue;
+    }
+    const uint64_t w = t > f.t_read_ns ? t - f.t_read_ns : 0;
+    sh_.st.exposed_wait_ns += w;
+    ++sh_.st.waited_faults;
+    if (f.trigger) {
+      fault_hist_.record(w);  // the demand fault that read the chunk
+      demand_hist_.record(w);
+    } else if (kind != FillKind::Demand && first) {
+      fault_hist_.record(w);  // the first fault that waited for a read-ahead (or prefetch) in flight
+      ++sh_.st.readahead_waits;
+      first = false;
+    } else {
+      ++sh_.st.spurious_faults;  // another thread (or page) of a chunk being filled: woken, not refilled
+    }
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+  }
+}
+
+bool Pager::waits_on_locked(std::span<const ChunkId> chunks) const {
+  for (const PendingFault& f : pending_) {
+    if (!region_->holds(f.addr)) continue;
+    const ChunkId c = region_->chunk_of(f.addr);
+    if (std::find(chunks.begin(), chunks.end(), c) != chunks.end()) return true;
+  }
+  return false;
+}
+
+void Pager::forget_triggers_locked() {
+  for (PendingFault& f : pending_) f.trigger = false;
 }
 
 }  // namespace resid

@@ -27,143 +27,32 @@ namespace resid {
 
 Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, PagerConfig cfg,
              Trace* trace)
-    : cfg_(cfg),
-      source_(std::move(source)),
-      policy_(std::move(policy)),
-      trace_(trace),
-      audit_(0) {
-  init_geometry();
-  build_chunk_manifest();
-  check_huge_support();
-  open_userfaultfd();
-  map_region();
-  register_region();
-  init_books();
-  init_plan();
-}
-
-// The chunks of the file, checked (InputError for what a caller can get wrong).
-void Pager::init_geometry() {
-  page_ = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (!source_ || !policy_) throw std::invalid_argument("pager needs a source and a policy");
-  if (cfg_.chunk_size == 0 || cfg_.chunk_size % page_ != 0)
-    throw InputError("chunk size " + std::to_string(cfg_.chunk_size) +
-                     " is not a positive multiple of the page size (" + std::to_string(page_) + ")");
-  if (cfg_.budget_chunks == 0) throw InputError("pager budget must be at least one chunk");
-  if (cfg_.defer_ahead_faults && !cfg_.step_chunks.empty())
-    throw std::invalid_argument("defer_ahead_faults needs chunk steps (a fault's step is known only there)");
-  if (source_->window_capacity() < cfg_.chunk_size)
-    throw std::invalid_argument("source window smaller than a chunk");
-  file_bytes_ = source_->file_size();
-  if (file_bytes_ == 0) throw InputError("region file is empty");
-  const uint64_t n = (file_bytes_ + cfg_.chunk_size - 1) / cfg_.chunk_size;
-  if (n > UINT32_MAX) throw InputError("too many chunks");
-  chunks_ = static_cast<uint32_t>(n);
-  if (!cfg_.chunk_digests.empty() && cfg_.chunk_digests.size() != chunks_)
-    throw InputError("content digests for " + std::to_string(cfg_.chunk_digests.size()) + " chunks, the file has " +
-                     std::to_string(chunks_));
-  chunk_pages_ = cfg_.chunk_size / page_;
-  registered_bytes_ = (file_bytes_ + page_ - 1) / page_ * page_;
-  mapped_bytes_ = n * cfg_.chunk_size;
-
-}
-
-void Pager::build_chunk_manifest() {
-  // The Plan's manifest: one object per chunk, its file extent (the tail chunk is short).
-  std::vector<PlanObjectSpec> specs(chunks_);
-  for (ChunkId c = 0; c < chunks_; ++c) {
-    const uint64_t off = static_cast<uint64_t>(c) * cfg_.chunk_size;
-    specs[c].name = "chunk." + std::to_string(c);
-    specs[c].extents.push_back({off, std::min(cfg_.chunk_size, file_bytes_ - off)});
-  }
-  manifest_ = std::make_unique<PlanManifest>(
-    PlanManifest::build(std::move(specs), file_bytes_, source_->alignment(), source_->window_capacity()));
-}
-
-void Pager::check_huge_support() const {
-  if (cfg_.protect && cfg_.huge == HugeChunks::Move)
-    throw InputError("--protect: UFFDIO_MOVE cannot move into an mlocked region; use --huge-chunks off or collapse");
-  if (cfg_.huge == HugeChunks::Move) {
-    // A read fault on the THP-enabled region takes the huge zero page branch and reaches the
-    // pager without allocating; with use_zero_page off it would allocate (and charge) a huge
-    // page, then free it, before the pager is even asked: outside the budget.
-    std::ifstream z("/sys/kernel/mm/transparent_hugepage/use_zero_page");
-    int v = -1;
-    if (!(z >> v) || v != 1)
-      throw InputError("--huge-chunks move needs /sys/kernel/mm/transparent_hugepage/use_zero_page = 1 (a read "
-                       "fault would otherwise allocate a huge page outside the budget before reaching the pager); use "
-                       "--huge-chunks off");
-  }
-  if (cfg_.huge != HugeChunks::Off && cfg_.chunk_size % kHugePage != 0)
-    throw InputError(std::string("--huge-chunks ") + to_string(cfg_.huge) + " needs a chunk size that is a multiple of " +
-                     std::to_string(kHugePage) + " bytes (got " + std::to_string(cfg_.chunk_size) + ")");
-}
-
-void Pager::open_userfaultfd() {
-  uffd_ = open_uffd();
-  // EVENT_UNMAP: an application munmap must drop chunks, or a later COPY would land in a
-  // hole. Not EVENT_REMOVE: our own MADV_DONTNEED would then block waiting for the very
-  // thread that issued it to read the event. THREAD_ID (Linux 4.14): the faulting thread,
-  // for the per-thread pins of oversize steps. MOVE (6.8): the zero-copy huge chunks.
-  uint64_t want = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_THREAD_ID;
-  if (cfg_.huge == HugeChunks::Move) want |= UFFD_FEATURE_MOVE;
-  if (int e = uffd_.api(want); e != 0) {
-    if (cfg_.huge == HugeChunks::Move)
-      throw InputError("userfaultfd API handshake failed (" + errno_name(e) +
-                       "): --huge-chunks move needs UFFD_FEATURE_MOVE (Linux >= 6.8); use --huge-chunks off");
-    throw InputError("userfaultfd API handshake failed (" + errno_name(e) + ")");
-  }
-
+    : sh_(std::move(cfg), std::move(policy), trace), audit_(0) {
+  if (!source || !sh_.policy) throw std::invalid_argument("pager needs a source and a policy");
+  const Region::Geometry g = Region::geometry(sh_.cfg, *source);
+  build_chunk_manifest(g, *source);
+  region_ = std::make_unique<Region>(sh_, g);
+  region_->set_event_reader([this] { read_messages(); });
+  evictor_ = std::make_unique<Evictor>(sh_, *region_);
   evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (evfd_ < 0) throw InputError("eventfd failed (" + errno_name(errno) + ")");
-
-}
-
-// The pager's books, sized once: the fault loop never allocates.
-void Pager::init_books() {
-  books_.init(chunks_, chunk_pages_, registered_bytes_ / page_);
-  pins_.reserve(cfg_.max_pins);
-  audit_ = cfg_.step_chunks.empty() ? SignalAudit(chunks_) : SignalAudit(chunks_, cfg_.step_chunks);
+  // Sized once: the fault loop never allocates.
+  sh_.pins.reserve(sh_.cfg.max_pins);
+  audit_ = sh_.cfg.step_chunks.empty() ? SignalAudit(g.chunks) : SignalAudit(g.chunks, sh_.cfg.step_chunks);
   pending_.reserve(1024);
-  candidates_.reserve(64);
-
+  filler_ = std::make_unique<Filler>(sh_, *region_, *evictor_, std::move(source), static_cast<FaultQueue&>(*this));
 }
 
-// The Plan's mutable half (the source's windows, one slot per chunk at its stable address)
-// and the fill path over it.
-void Pager::init_plan() {
-  // The Plan's mutable half: the source's windows, one slot per chunk at its stable address.
-  const uint32_t windows = static_cast<uint32_t>(source_->window_count());
-  {
-    PlanConfig pc;
-    pc.windows = windows;
-    pc.slot_addresses.resize(chunks_);
-    for (ChunkId c = 0; c < chunks_; ++c) pc.slot_addresses[c] = base_ + static_cast<uint64_t>(c) * cfg_.chunk_size;
-    pc.slot_bytes = cfg_.chunk_size;
-    pc.consumers = 1;  // open consumers: not a declared count
-    pc.max_bundle = std::max<uint32_t>(1, std::min<uint32_t>(windows, chunks_));
-    pc.eager_reconcile = cfg_.eager_reconcile;
-    pc.open_consumers = true;
-    plan_ = std::make_unique<Plan>(*manifest_, std::move(pc));
+void Pager::build_chunk_manifest(const Region::Geometry& g, const Source& source) {
+  // The Plan's manifest: one object per chunk, its file extent (the tail chunk is short).
+  std::vector<PlanObjectSpec> specs(g.chunks);
+  for (ChunkId c = 0; c < g.chunks; ++c) {
+    const uint64_t off = static_cast<uint64_t>(c) * sh_.cfg.chunk_size;
+    specs[c].name = "chunk." + std::to_string(c);
+    specs[c].extents.push_back({off, std::min(sh_.cfg.chunk_size, g.file_bytes - off)});
   }
-  {
-    FillOptions fo;
-    fo.copy_on_accept = false;  // a copy into the region is a publication: only whole bundles
-    fo.max_fills = windows;
-    fo.max_objects = std::max<uint32_t>(1, std::min<uint32_t>(windows, chunks_));
-    fo.stats_mutex = &mu_;
-    fo.piece_digests = cfg_.chunk_digests.empty() ? nullptr : &cfg_.chunk_digests;  // one piece per chunk
-    fill_ = std::make_unique<FillPath>(*plan_, *source_, static_cast<FillOwner&>(*this), fo);
-  }
-  bundles_.resize(windows);
-  for (auto& b : bundles_) {
-    b.chunks.reserve(windows);
-  }
-  cur_mark_.assign(chunks_, 0);
-  ra_chunks_.reserve(windows);
-  req_slots_.resize(windows);
-  req_tags_.resize(windows);
-  rejection_.bundle.reserve(windows);
+  sh_.manifest = std::make_unique<PlanManifest>(
+    PlanManifest::build(std::move(specs), g.file_bytes, source.alignment(), source.window_capacity()));
 }
 
 Pager::~Pager() {
@@ -171,27 +60,14 @@ Pager::~Pager() {
     shutdown();
   } catch (...) {
   }
-  if (base_) {
-    for_each_mapped_run(books_.holes(), 0, books_.holes().size(), [&](uint64_t p, uint64_t q) {
-      ::munmap(base_ + p * page_, (q - p) * page_);
-    });
-    if (mapped_bytes_ > registered_bytes_) ::munmap(base_ + registered_bytes_, mapped_bytes_ - registered_bytes_);
-    if (cfg_.protect) ::munlockall();
-  }
   if (evfd_ >= 0) ::close(evfd_);
 }
 
-uint64_t Pager::chunk_length(ChunkId c) const {
-  const uint64_t start = static_cast<uint64_t>(c) * cfg_.chunk_size;
-  return std::min(cfg_.chunk_size, registered_bytes_ - start);
-}
+uint64_t Pager::chunk_length(ChunkId c) const { return region_->chunk_length(c); }
 
 void Pager::start() {
   if (started_) return;
-  // The uring engine signals completions on an eventfd the fault loop polls with the
-  // userfaultfd; the blocking engines complete inside submit().
-  cfd_ = source_->completion_fd();
-  blocking_ = cfd_ < 0;
+  filler_->start();
   started_ = true;
   thread_ = std::thread([this] { loop(); });
 }
@@ -201,12 +77,12 @@ void Pager::shutdown(const std::function<void()>& quiesce) {
   if (shut_) return;
   shut_ = true;
   if (!started_) {
-    std::lock_guard lk(mu_);
-    plan_shutdown_ = plan_->shutdown();
-    src_stats_ = source_->stats();
-    closed_source_windows_free_ = source_->windows_free();
+    std::lock_guard lk(sh_.mu);
+    sh_.plan_shutdown = sh_.plan->shutdown();
+    filler_->snapshot_source_stats_locked();
+    filler_->record_close_locked();
     alloc_done_ = true;
-    finish_registration();
+    region_->finish_registration();
     return;
   }
   paused_ = false;
@@ -234,14 +110,14 @@ void Pager::notify() {
 // ---- driver-facing calls ------------------------------------------------------------
 
 void Pager::enter(ChunkId c) {
-  if (c >= chunks_) throw std::out_of_range("enter: chunk out of range");
-  std::lock_guard lk(mu_);
-  ++books_[c].consumers;
-  plan_->hold(static_cast<int32_t>(c));  // ShutDown after the pager shut down: nothing to hold
-  policy_->on_access(c);
-  if (books_[c].state != ChunkState::Absent && books_[c].prefetched_unused) {
-    books_[c].prefetched_unused = 0;
-    ++st_.prefetch_used;
+  if (c >= region_->chunks()) throw std::out_of_range("enter: chunk out of range");
+  std::lock_guard lk(sh_.mu);
+  ++sh_.books[c].consumers;
+  sh_.plan->hold(static_cast<int32_t>(c));  // ShutDown after the pager shut down: nothing to hold
+  sh_.policy->on_access(c);
+  if (sh_.books[c].state != ChunkState::Absent && sh_.books[c].prefetched_unused) {
+    sh_.books[c].prefetched_unused = 0;
+    ++sh_.st.prefetch_used;
   }
 }
 
@@ -250,15 +126,15 @@ void Pager::leave(ChunkId c) { leave_impl(c, false); }
 void Pager::leave_consumed(ChunkId c) { leave_impl(c, true); }
 
 void Pager::leave_impl(ChunkId c, bool consumed) {
-  if (c >= chunks_) throw std::out_of_range("leave: chunk out of range");
+  if (c >= region_->chunks()) throw std::out_of_range("leave: chunk out of range");
   {
-    std::lock_guard lk(mu_);
-    if (books_[c].consumers <= 0) throw std::logic_error("leave without enter on chunk " + std::to_string(c));
-    --books_[c].consumers;
-    plan_->unhold(static_cast<int32_t>(c));
+    std::lock_guard lk(sh_.mu);
+    if (sh_.books[c].consumers <= 0) throw std::logic_error("leave without enter on chunk " + std::to_string(c));
+    --sh_.books[c].consumers;
+    sh_.plan->unhold(static_cast<int32_t>(c));
     if (consumed) {
-      policy_->on_consumed(c);
-      ++st_.consumed_early;
+      sh_.policy->on_consumed(c);
+      ++sh_.st.consumed_early;
     }
   }
   if (want_leave_notify_.load(std::memory_order_relaxed)) notify();
@@ -267,21 +143,21 @@ void Pager::leave_impl(ChunkId c, bool consumed) {
 void Pager::signal(uint64_t cursor) { step_boundary(cursor, UINT64_MAX); }
 
 void Pager::set_readahead_horizon(uint64_t last_step) {
-  std::lock_guard lk(mu_);
-  readahead_last_step_ = last_step;
+  std::lock_guard lk(sh_.mu);
+  filler_->set_readahead_horizon_locked(last_step);
 }
 
 void Pager::set_step(uint64_t step) { step_boundary(std::nullopt, step); }
 
 void Pager::set_step_oversize(bool oversize) {
-  std::lock_guard lk(mu_);
-  set_mode_locked(oversize);
-  if (oversize) ++st_.oversize_steps;
+  std::lock_guard lk(sh_.mu);
+  evictor_->set_mode_locked(oversize);
+  if (oversize) ++sh_.st.oversize_steps;
 }
 
 void Pager::set_loading() {
-  std::lock_guard lk(mu_);
-  set_mode_locked(true);
+  std::lock_guard lk(sh_.mu);
+  evictor_->set_mode_locked(true);
 }
 
 
@@ -289,31 +165,31 @@ void Pager::set_loading() {
 
 void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bool oversize) {
   {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(sh_.mu);
     if (cursor) {
-      policy_->on_signal(*cursor);
+      sh_.policy->on_signal(*cursor);
       audit_.record(*cursor);
-      ++st_.signals;
-      signal_next_ = std::max(signal_next_, *cursor + 1);
-      if (trace_) {
-        if (cfg_.step_chunks.empty()) {
-          trace_->append(step_, static_cast<uint32_t>(*cursor % chunks_), TraceKind::Signal);
+      ++sh_.st.signals;
+      sh_.signal_next = std::max(sh_.signal_next, *cursor + 1);
+      if (sh_.trace) {
+        if (sh_.cfg.step_chunks.empty()) {
+          sh_.trace->append(sh_.step, static_cast<uint32_t>(*cursor % region_->chunks()), TraceKind::Signal);
         } else {
-          for (ChunkId c : cfg_.step_chunks[*cursor % cfg_.step_chunks.size()])
-            trace_->append(step_, c, TraceKind::Signal);
+          for (ChunkId c : sh_.cfg.step_chunks[*cursor % sh_.cfg.step_chunks.size()])
+            sh_.trace->append(sh_.step, c, TraceKind::Signal);
         }
       }
     }
     if (next_step != UINT64_MAX) {
-      step_ = next_step;
-      set_mode_locked(oversize);
-      if (oversize) ++st_.oversize_steps;
+      sh_.step = next_step;
+      evictor_->set_mode_locked(oversize);
+      if (oversize) ++sh_.st.oversize_steps;
     }
   }
   // The prefetch horizon moved; a new step has a new read-ahead bundle; a deferred fault may
-  // be due (deferred_waiting_ is set under mu_, so a signal after the deferral sees it).
-  if ((cursor && (cfg_.prefetch_depth > 0 || deferred_waiting_.load())) ||
-      (cfg_.readahead && next_step != UINT64_MAX))
+  // be due (deferred_waiting_ is set under sh_.mu, so a signal after the deferral sees it).
+  if ((cursor && (sh_.cfg.prefetch_depth > 0 || deferred_waiting_.load())) ||
+      (sh_.cfg.readahead && next_step != UINT64_MAX))
     notify();
 }
 
@@ -323,34 +199,34 @@ void Pager::release_ahead_faults() {
 }
 
 bool Pager::demand_filled_in(ChunkId c, uint64_t step) const {
-  std::lock_guard lk(mu_);
-  return c < chunks_ && books_[c].last_demand_step == static_cast<int64_t>(step);
+  std::lock_guard lk(sh_.mu);
+  return c < region_->chunks() && sh_.books[c].last_demand_step == static_cast<int64_t>(step);
 }
 
 bool Pager::resident(ChunkId c) const {
-  std::lock_guard lk(mu_);
-  return c < chunks_ && books_[c].state == ChunkState::Resident;
+  std::lock_guard lk(sh_.mu);
+  return c < region_->chunks() && sh_.books[c].state == ChunkState::Resident;
 }
 
 uint64_t Pager::fills_of(ChunkId c) const {
-  std::lock_guard lk(mu_);
-  return books_.at(c).fills;
+  std::lock_guard lk(sh_.mu);
+  return sh_.books.at(c).fills;
 }
 
 std::string Pager::error() const {
-  std::lock_guard lk(mu_);
-  return error_;
+  std::lock_guard lk(sh_.mu);
+  return sh_.error;
 }
 
 void Pager::set_failure_callback(std::function<void()> cb) {
-  std::lock_guard lk(mu_);
-  on_failure_ = std::move(cb);
+  std::lock_guard lk(sh_.mu);
+  sh_.on_failure = std::move(cb);
 }
 
 PagerStats Pager::stats() const {
-  std::lock_guard lk(mu_);
-  PagerStats s = st_;
-  s.resident_chunks = books_.resident().size();
+  std::lock_guard lk(sh_.mu);
+  PagerStats s = sh_.st;
+  s.resident_chunks = sh_.books.resident().size();
   s.signals_out_of_order = audit_.out_of_order();
   s.fault_count = fault_hist_.count();
   s.fault_p50_ns = fault_hist_.quantile(0.5);
@@ -360,39 +236,46 @@ PagerStats Pager::stats() const {
   s.demand_fault_p50_ns = demand_hist_.quantile(0.5);
   s.demand_fault_p99_ns = demand_hist_.quantile(0.99);
   s.demand_fault_max_ns = demand_hist_.max();
-  s.fill_count = fill_hist_.count();
-  s.fill_p50_ns = fill_hist_.quantile(0.5);
-  s.fill_p99_ns = fill_hist_.quantile(0.99);
-  s.fill_max_ns = fill_hist_.max();
+  const LatencyHistogram& fills = filler_->fill_latency_locked();
+  s.fill_count = fills.count();
+  s.fill_p50_ns = fills.quantile(0.5);
+  s.fill_p99_ns = fills.quantile(0.99);
+  s.fill_max_ns = fills.max();
   return s;
 }
 
 SourceStats Pager::source_stats() const {
-  std::lock_guard lk(mu_);
-  return src_stats_;
+  std::lock_guard lk(sh_.mu);
+  return filler_->source_stats_locked();
 }
 
 
 SignalAudit Pager::audit() const {
-  std::lock_guard lk(mu_);
+  std::lock_guard lk(sh_.mu);
   return audit_;
 }
 
 std::vector<ChunkId> Pager::resident_set() const {
-  std::lock_guard lk(mu_);
-  auto v = books_.resident();
+  std::lock_guard lk(sh_.mu);
+  auto v = sh_.books.resident();
   std::sort(v.begin(), v.end());
   return v;
 }
 
 std::vector<ChunkId> Pager::pinned_set() const {
-  std::lock_guard lk(mu_);
+  std::lock_guard lk(sh_.mu);
   std::vector<ChunkId> v;
-  for (ChunkId c = 0; c < chunks_; ++c)
-    if (books_[c].pins > 0) v.push_back(c);
+  for (ChunkId c = 0; c < region_->chunks(); ++c)
+    if (sh_.books[c].pins > 0) v.push_back(c);
   return v;
 }
 
+
+PlanError Pager::try_recycle(ChunkId c) {
+  if (c >= region_->chunks()) return PlanError::InvalidArgument;
+  std::lock_guard lk(sh_.mu);
+  return evictor_->try_recycle_locked(c);
+}
 
 void Pager::pause(bool on) {
   paused_ = on;
@@ -403,57 +286,14 @@ void Pager::pause(bool on) {
 
 // ---- failure ------------------------------------------------------------------------
 
-void Pager::fail(const std::string& why) {
-  RejectionPathScope scope;
-  std::function<void()> cb;
-  {
-    std::lock_guard lk(mu_);
-    if (failed_) return;
-    error_ = why;
-    failed_ = true;
-    failure_callback_due_ = false;
-    cb = on_failure_;
-  }
-  if (cb) cb();
-}
-
-void Pager::run_due_failure_callback() {
-  std::function<void()> cb;
-  {
-    std::lock_guard lk(mu_);
-    if (!failure_callback_due_) return;
-    failure_callback_due_ = false;
-    cb = on_failure_;
-  }
-  RejectionPathScope scope;
-  if (cb) cb();
-}
-
 std::optional<PlanError> Pager::plan_shutdown() const {
-  std::lock_guard lk(mu_);
-  return plan_shutdown_;
+  std::lock_guard lk(sh_.mu);
+  return sh_.plan_shutdown;
 }
 
 SourceReport Pager::source_report() const {
-  std::lock_guard lk(mu_);
-  SourceReport r;
-  r.engine = source_->engine();
-  r.windows = source_->window_count();
-  r.depth = source_->max_inflight();
-  r.alignment = source_->alignment();
-  r.window_capacity = source_->window_capacity();
-  r.stats = src_stats_;  // the pager thread's copy (the source itself is the pager thread's)
-  const LatencyHistogram& reads = fill_->read_latency();  // written under mu_
-  r.read_count = reads.count();
-  r.read_p50_ns = reads.quantile(0.5);
-  r.read_p99_ns = reads.quantile(0.99);
-  r.read_max_ns = reads.max();
-  const PlanBalance bal = plan_->balance();
-  // Before the pager closed (a failed run that left threads in faults), the Plan's count.
-  r.windows_free_at_close = alloc_done_ ? closed_source_windows_free_ : bal.windows_free;
-  r.plan_windows_free_at_close = bal.windows_free;
-  r.tickets_outstanding_at_close = bal.live_tickets;
-  r.cancellations = cancellations_;
+  std::lock_guard lk(sh_.mu);
+  SourceReport r = filler_->report_locked(alloc_done_);
   r.alloc_counter_installed = alloc_hook_installed();
   const AllocCounts now = alloc_done_ ? alloc1_ : alloc_counts();
   r.dynamic_allocations = started_ ? now.read_path - alloc0_.read_path : 0;
@@ -462,8 +302,8 @@ SourceReport Pager::source_report() const {
 }
 
 PagerRejectionReport Pager::rejection_report() const {
-  std::lock_guard lk(mu_);
-  return rejection_;
+  std::lock_guard lk(sh_.mu);
+  return filler_->rejection_locked();
 }
 
 
@@ -509,5 +349,16 @@ PagerRejectionReport Pager::rejection_report() const {
 
 
 
+
+uint64_t Pager::page_table_reserve(uint64_t mapped_bytes) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t pte_span = page / 8 * page;          // 512 entries x 4 KiB = 2 MiB
+  const uint64_t pmd_span = page / 8 * pte_span;      // 1 GiB
+  return ((mapped_bytes + pte_span - 1) / pte_span + (mapped_bytes + pmd_span - 1) / pmd_span) * page;
+}
+
+std::optional<uint64_t> Pager::region_huge_bytes() const { return region_->smaps_bytes("AnonHugePages:"); }
+
+std::optional<uint64_t> Pager::region_locked_bytes() const { return region_->smaps_bytes("Locked:"); }
 
 }  // namespace resid

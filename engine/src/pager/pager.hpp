@@ -106,7 +106,12 @@
 #include "core/alloc_count.hpp"
 #include "core/latency.hpp"
 #include "pager/books.hpp"
+#include "pager/config.hpp"
+#include "pager/evictor.hpp"
+#include "pager/filler.hpp"
 #include "pager/pins.hpp"
+#include "pager/region.hpp"
+#include "pager/shared.hpp"
 #include "pager/signal_audit.hpp"
 #include "pager/trace.hpp"
 #include "pager/uffd.hpp"
@@ -118,112 +123,7 @@
 
 namespace resid {
 
-enum class HugeChunks { Off, Move, Collapse };
-const char* to_string(HugeChunks h);
-std::optional<HugeChunks> parse_huge_chunks(std::string_view s);
-
-struct PagerConfig {
-  uint64_t chunk_size = 2u << 20;  // multiple of the page size
-  uint64_t budget_chunks = 0;      // >= 1
-  uint32_t prefetch_depth = 0;     // candidates asked of the policy per prefetch decision
-  bool eager_reconcile = false;    // mincore check after every fill and eviction
-  double watchdog_s = 60;          // a fault unserved this long fails the pager
-  // Object steps (generate): step s touches step_chunks[s % size]; the signal for a step is
-  // audited and traced for each of its chunks. Empty: chunk steps (scan), step s is chunk
-  // s mod chunks.
-  std::vector<std::vector<ChunkId>> step_chunks;
-  // Oversize steps: pins for at most this many threads (the compute threads); 0 = no limit.
-  uint32_t max_pins = 0;
-  HugeChunks huge = HugeChunks::Off;
-  // Read the coming steps' chunks ahead (header; needs a source with two or more windows).
-  bool readahead = false;
-  // How many steps ahead of the current one read-ahead reaches: 0 = as far as the windows
-  // free for read-ahead reach (every one but the demand window kept busy); 1 = the next step.
-  uint32_t readahead_steps_ahead = 0;
-  // Per step of a pass: the chunks read ahead for it (empty list: none). Empty: the
-  // steps' own chunks (step_chunks, or chunk s mod chunks).
-  std::vector<std::vector<ChunkId>> readahead_steps;
-  // Content identity (drivers/common/content_digests.hpp): per chunk, the XXH64 of its file bytes;
-  // every fill is checked against it before it is published. Empty: no check.
-  std::vector<uint64_t> chunk_digests;
-  // Reclaim authority (reference 000, claim 3): the process's memory is locked on fault
-  // (mlockall MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT: the region and everything else the
-  // process maps, so a reclaim counter of its cgroup isolates the pager), and the kernel can
-  // reclaim or swap none of it; only the pager's own evictions (MADV_DONTNEED_LOCKED) free
-  // memory. The destructor unlocks the process (one pager per process).
-  bool protect = false;
-  // Chunk steps only (step_chunks empty): a demand fault for a step beyond the step after
-  // the latest consumption signal waits for that signal before its victims are chosen
-  // (header: faults ahead of the cursor). Off: every fault is decided when it is read.
-  bool defer_ahead_faults = false;
-  // The reset-outstanding fault cell (generate): once read N has been submitted and reads
-  // are outstanding (two or more when the source's depth allows: inside a read-ahead
-  // bundle), the pager thread resets the Plan (reset.cpp). Unset: never.
-  std::optional<uint64_t> reset_at_read;
-};
-
-// What the Plan resets did (reset.cpp): the reset-outstanding cell's and every other one.
-struct PagerResetStats {
-  uint64_t resets = 0;                // Plan resets done by the pager thread
-  bool cell_fired = false;            // the reset-outstanding cell reset the Plan
-  uint64_t cell_read = 0;             // the read count at that point (reads submitted - 1)
-  uint64_t cell_outstanding = 0;      // the Plan's outstanding source operations at it
-  uint64_t bundles_forgotten = 0;     // unpublished bundles dropped by resets (re-requested on demand)
-  uint64_t stale_published = 0;       // bundles published after a reset that were requested before it (must be 0)
-};
-
-struct PagerStats {
-  uint64_t demand_fills = 0, prefetch_fills = 0, prefetch_used = 0, evictions = 0;
-  uint64_t faults_handled = 0, spurious_faults = 0, signals = 0, signals_out_of_order = 0;
-  uint64_t resident_chunks = 0, max_resident_chunks = 0;
-  uint64_t reconcile_checks = 0, reconcile_mismatches = 0;
-  uint64_t max_present_pages = 0;  // most pages mincore saw present at one check
-  uint64_t unmap_events = 0, unmapped_chunks = 0, copy_retries = 0;
-  uint64_t fault_count = 0, fault_p50_ns = 0, fault_p99_ns = 0, fault_max_ns = 0;
-  uint64_t demand_fault_count = 0, demand_fault_p50_ns = 0, demand_fault_p99_ns = 0, demand_fault_max_ns = 0;
-  uint64_t fill_count = 0, fill_p50_ns = 0, fill_p99_ns = 0, fill_max_ns = 0;
-  // Oversize steps.
-  uint64_t oversize_steps = 0;   // steps that ran oversize
-  uint64_t pin_moves = 0;        // a thread's pin moved to another chunk
-  uint64_t max_pins = 0;         // most (thread, chunk) pins held at once
-  uint64_t in_step_refills = 0;  // demand fills of a chunk already demand-filled in the same step
-  // Huge chunks.
-  uint64_t move_fills = 0;       // fills published whole with UFFDIO_MOVE
-  uint64_t move_fallbacks = 0;   // fills where UFFDIO_MOVE failed (COPY took over)
-  uint64_t move_busy_fallbacks = 0;  // of those, the ones still EBUSY after the retries (transient)
-  int move_first_errno = 0;
-  uint64_t collapses = 0, collapse_failures = 0;
-  int collapse_first_errno = 0;
-  // The fill machinery (every fill is a Plan bundle).
-  uint64_t bundles_published = 0;
-  uint64_t readahead_bundles = 0;  // read-ahead bundles published
-  uint64_t readahead_fills = 0;    // chunks they filled (also counted in prefetch_fills)
-  uint64_t readahead_waits = 0;    // faults that waited for a read-ahead or prefetch read in flight
-  uint64_t readahead_no_room = 0;  // times a landed bundle's publication waited for room (a leave)
-  uint64_t readahead_max_ahead = 0;  // most steps ahead of the current one a bundle was read for
-  // Exposed source wait: over every fault message on the region (each one a compute thread
-  // blocked), the time from reading it to waking its thread.
-  uint64_t exposed_wait_ns = 0;
-  uint64_t waited_faults = 0;
-  uint64_t plan_recycle_refusals = 0;  // evictions the Plan refused (consumers-live)
-  uint64_t consumed_early = 0;         // leave_consumed: chunks let go before their step ended
-  uint64_t deferred_faults = 0;        // demand faults that waited for the signal of the step before theirs
-  // Content identity (PagerConfig::chunk_digests).
-  uint64_t content_checks = 0, content_check_ns = 0, content_mismatches = 0;
-  PagerResetStats reset;
-};
-
-// The first fatal rejection of a read (a storage fault, or an injected one): the bundle it
-// belonged to, and how many of that bundle's chunks were ever published (must stay 0).
-struct PagerRejectionReport {
-  bool any = false;
-  PlanError kind = PlanError::None;
-  uint64_t step = 0;
-  std::vector<ChunkId> bundle;
-  uint64_t bundle_chunks_published = 0;
-};
-
-class Pager final : private FillOwner {
+class Pager final : private FaultQueue {
  public:
   // Oversize steps: chunks pinned per compute thread (see above).
   static constexpr uint32_t kPinsPerThread = ThreadPins::kPerThread;
@@ -249,16 +149,16 @@ class Pager final : private FillOwner {
   // reading a zero page, and join the pager thread. Idempotent.
   void shutdown(const std::function<void()>& quiesce = {});
 
-  const std::byte* base() const { return base_; }
-  uint64_t file_bytes() const { return file_bytes_; }
-  uint64_t chunk_size() const { return cfg_.chunk_size; }
-  uint32_t chunks() const { return chunks_; }
-  uint64_t budget_chunks() const { return cfg_.budget_chunks; }
+  const std::byte* base() const { return region_->base(); }
+  uint64_t file_bytes() const { return region_->geometry().file_bytes; }
+  uint64_t chunk_size() const { return sh_.cfg.chunk_size; }
+  uint32_t chunks() const { return region_->chunks(); }
+  uint64_t budget_chunks() const { return sh_.cfg.budget_chunks; }
   // Bytes of chunk c that hold file data, page rounded (the tail chunk may be short).
   uint64_t chunk_length(ChunkId c) const;
-  UffdMode uffd_mode() const { return uffd_.mode(); }
-  const Source& source() const { return *source_; }
-  const Plan& plan() const { return *plan_; }
+  UffdMode uffd_mode() const { return region_->uffd_mode(); }
+  const Source& source() const { return filler_->source(); }
+  const Plan& plan() const { return *sh_.plan; }
   // The Plan's shutdown answer (None: ok; nullopt before the pager shut down).
   std::optional<PlanError> plan_shutdown() const;
   // After shutdown: the source and window report.
@@ -314,7 +214,7 @@ class Pager final : private FillOwner {
   bool resident(ChunkId c) const;
   uint64_t fills_of(ChunkId c) const;
 
-  bool failed() const { return failed_.load(); }
+  bool failed() const { return sh_.failed.load(); }
   std::string error() const;
   // Called once, from the pager thread, when the pager fails (watchdog, rejected read...).
   void set_failure_callback(std::function<void()> cb);
@@ -346,35 +246,14 @@ class Pager final : private FillOwner {
 
  private:
   enum class Request : uint8_t { None, Reset, ShutdownProbe };
-  enum class FillKind : uint8_t { Demand, Prefetch, Readahead };
   struct PendingFault {
     uintptr_t addr;
     uint64_t t_read_ns;
     bool trigger;  // this fault started its chunk's demand read
     bool deferred;  // it waited for the signal of the step before its own (counted once)
   };
-  // The pager's side of a fill (indexed like the fill path's fills).
-  struct BundleRun {
-    bool live = false;
-    FillKind kind = FillKind::Demand;
-    uint32_t n = 0;
-    bool ready = false;   // read-ahead: every read landed, waiting for its step
-    bool roomed = false;  // its chunks' room is counted in filling_
-    uint64_t target = 0;  // read-ahead: the step it is for
-    uint64_t epoch = 0;   // the Plan's epoch when it was requested
-    std::vector<ChunkId> chunks;  // capacity: the window count
-  };
 
-  // Construction, in order (pager.cpp, region.cpp).
-  void init_geometry();
-  void build_chunk_manifest();
-  void check_huge_support() const;
-  void open_userfaultfd();
-  void map_region();
-  void register_region();
-  void init_books();
-  void init_plan();
-  std::optional<uint64_t> region_smaps_bytes(const char* field) const;
+  void build_chunk_manifest(const Region::Geometry& g, const Source& source);
   void loop();
   void leave_impl(ChunkId c, bool consumed);
   void read_messages();
@@ -382,127 +261,42 @@ class Pager final : private FillOwner {
   bool serve_pending();
   bool defer_fault_locked(PendingFault& f, ChunkId c);
   uint64_t fault_step_locked(ChunkId c) const;
-  bool maybe_prefetch();
-  bool maybe_readahead();
-  bool publish_readahead();
-  bool make_room_locked(ChunkId for_chunk);
-  bool evict_locked(ChunkId c);
-  uint32_t free_windows() const;
-  int begin_bundle_locked(FillKind kind, const ChunkId* cs, uint32_t n);
-  bool reap_completions();
-  uint32_t readahead_windows() const;
-  void snapshot_source_stats();
-  void snapshot_source_stats_locked();
-  // FillOwner (plan/fill.hpp), on the pager thread.
-  bool copy(uint32_t fill, const CopyOrder& order, const Completion& c, uint64_t submit_ns) override;
-  void on_landed(uint32_t fill) override;
-  void on_rejected(uint32_t fill, PlanError kind, const Completion& c) override;
-  void on_dropped(uint32_t fill) override;
-  void on_internal(uint32_t fill, const char* what, PlanError e) override;
-  void publish_bundle(BundleRun& b, uint32_t fill);
-  void book_fill_locked(ChunkId c, FillKind kind);
-  void drop_bundle(BundleRun& b);
-  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind);
-  void close_reads();
-  std::span<const ChunkId> step_chunks_of(uint64_t step);
-  std::span<const ChunkId> readahead_chunks_of(uint64_t step);
-  template <class F>
-  void fail_with(F&& make);
-  template <class F>
-  void fail_locked_with(F&& make);
-  void run_due_failure_callback();
-  bool publish(ChunkId c, const std::byte* data, uint64_t data_len);
-  // UFFDIO_MOVE of [src, src+len) to dst, again after a transient EBUSY: (bytes moved, 0 or
-  // the errno that stopped it).
-  std::pair<uint64_t, int> move_pages(std::byte* dst, const std::byte* src, uint64_t len);
-  bool copy_pages(ChunkId c, const std::byte* data, uint64_t from_page);
-  void maybe_collapse(ChunkId c);
-  void set_mode_locked(bool oversize);
-  void wake_chunk(ChunkId c);
-  void reconcile_locked();
+  // FaultQueue (filler.hpp): the filler's questions about the waiting faults.
+  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) override;
+  bool waits_on_locked(std::span<const ChunkId> chunks) const override;
+  void forget_triggers_locked() override;
+  bool stopping() const override { return stopping_.load(); }
+  bool paused() const override { return paused_.load(); }
   void check_watchdog();
-  void fail(const std::string& why);
   void notify();
-  std::string evidence_locked() const;
-  uint64_t first_page(ChunkId c) const { return c * chunk_pages_; }
-  uint64_t pages_in(ChunkId c) const { return chunk_length(c) / page_; }
-  void mark_evicted_locked(ChunkId c);
-  void finish_registration();
   // reset.cpp (the pager thread).
   bool serve_request();
-  void maybe_fire_reset_cell();
-  PlanResult<uint32_t> reset_now();
-  void forget_bundles_locked(bool stale);
-  bool slot_vacant_locked(ChunkId c);
   PlanResult<uint32_t> await_request(Request r);
 
-  PagerConfig cfg_;
-  std::unique_ptr<Source> source_;
-  std::unique_ptr<Policy> policy_;
-  Trace* trace_;
-  Uffd uffd_;
+  // What every component shares (shared.hpp), then the components.
+  PagerShared sh_;
+  std::unique_ptr<Region> region_;
+  std::unique_ptr<Evictor> evictor_;
+  std::unique_ptr<Filler> filler_;
   int evfd_ = -1;
-  uint64_t page_ = 4096;
-  uint64_t file_bytes_ = 0;
-  uint64_t registered_bytes_ = 0;  // page-rounded file size
-  uint64_t mapped_bytes_ = 0;      // chunks * chunk_size
-  uint64_t chunk_pages_ = 0;
-  uint32_t chunks_ = 0;
-  std::byte* base_ = nullptr;
 
-  mutable std::mutex mu_;
-  // Guarded by mu_: the per-chunk state, its one owner (books.hpp).
-  ChunkBooks books_;
-  ThreadPins pins_;  // the oversize steps' per-thread pins (pins.hpp)
-  SourceStats src_stats_;  // copied after each fill, so readers never race the pager thread
   SignalAudit audit_;
-  uint64_t step_ = 0;
-  uint64_t signal_next_ = 0;  // the step after the latest consumption signal (0: none yet)
-  PagerStats st_;
   // fault_hist_: every exposed wait (a demand fault, or the first wait on a read-ahead or
   // prefetch in flight); demand_hist_: a demand fault's service time only (it read its chunk).
-  LatencyHistogram fault_hist_, demand_hist_, fill_hist_;
-  std::string error_;
-  std::function<void()> on_failure_;
-  bool failure_callback_due_ = false;  // failed under mu_: the loop calls on_failure_
-
-  // The Plan over the region's chunks.
-  std::unique_ptr<PlanManifest> manifest_;
-  std::unique_ptr<Plan> plan_;
-  std::optional<PlanError> plan_shutdown_;
+  LatencyHistogram fault_hist_, demand_hist_;
 
   // Pager thread only.
   std::vector<PendingFault> pending_;
-  std::vector<ChunkId> candidates_;
-  std::unique_ptr<FillPath> fill_;      // the one fill path (after the Plan)
-  std::vector<BundleRun> bundles_;      // at most one per window at a time
-  bool fail_closed_ = false;            // a fatal rejection: no further read, copy or publication
-  uint32_t readahead_ready_ = 0;        // read-ahead bundles landed, waiting for their step
-  int cfd_ = -1;                        // the source's completion eventfd (-1: blocking)
-  bool blocking_ = true;
-  uint64_t ra_next_step_ = 0;  // the first step whose read-ahead is not complete (guarded by mu_)
-  uint64_t readahead_last_step_ = UINT64_MAX;  // no read-ahead beyond it (guarded by mu_)
-  std::vector<uint64_t> cur_mark_;      // chunk -> stamp of the step it is in (read-ahead)
-  uint64_t cur_stamp_ = 0;
-  std::vector<ChunkId> ra_chunks_;
-  std::vector<int32_t> req_slots_;      // a bundle's request (no allocation on the read path)
-  std::vector<uint64_t> req_tags_;
-  ChunkId one_chunk_ = 0;
   AllocCounts alloc0_{}, alloc1_{};
-  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu_)
-  uint64_t closed_source_windows_free_ = 0;
-  uint64_t cancellations_ = 0;
-  PagerRejectionReport rejection_;       // guarded by mu_
-  int rejected_bundle_ = -1;            // the fill of the first fatal rejection
+  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu)
   bool watchdog_reported_ = false;
-  // A driver's request to the pager thread (reset.cpp), guarded by mu_.
+  // A driver's request to the pager thread (reset.cpp), guarded by mu.
   Request request_ = Request::None;
   uint64_t request_serial_ = 0, request_done_ = 0;
   PlanResult<uint32_t> request_answer_{};
   std::condition_variable request_cv_;
   std::atomic<bool> request_waiting_{false};
 
-  std::atomic<bool> failed_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopping_quiesced_{false};
   std::atomic<bool> paused_{false};

@@ -1,5 +1,5 @@
 // What the pager's implementation files share (not part of its interface): kernel constants
-// for builds against older headers, the mapped-run walk, and the failure helpers.
+// for builds against older headers and the mapped-run walk.
 #pragma once
 
 #include <linux/userfaultfd.h>
@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/alloc_count.hpp"
-#include "pager/pager.hpp"
 
 // UFFDIO_MOVE (Linux 6.8) and MADV_COLLAPSE (6.1), for builds against older headers.
 #ifndef UFFD_FEATURE_MOVE
@@ -56,22 +54,4 @@ void for_each_mapped_run(const std::vector<uint8_t>& unmapped, uint64_t from, ui
   }
 }
 
-template <class F>
-void Pager::fail_with(F&& make) {
-  // A failure's message is built on the rejection path (not counted as a read-path
-  // allocation), and only once.
-  if (failed_) return;
-  RejectionPathScope scope;
-  fail(make());
-}
-
-template <class F>
-void Pager::fail_locked_with(F&& make) {
-  // The same with mu_ held: the failure callback runs later, from the fault loop.
-  if (failed_) return;
-  RejectionPathScope scope;
-  error_ = make();
-  failed_ = true;
-  failure_callback_due_ = true;
-}
 }  // namespace resid

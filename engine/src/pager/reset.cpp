@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "pager/filler.hpp"
+#include "pager/pager.hpp"
 #include "pager/pager_internal.hpp"
 
 namespace resid {
@@ -22,7 +24,7 @@ PlanError Pager::try_plan_shutdown() { return await_request(Request::ShutdownPro
 // From a driver's thread: hand the request to the pager thread and wait for its answer.
 PlanResult<uint32_t> Pager::await_request(Request r) {
   if (!started_ || shut_) return {PlanError::ShutDown, 0};
-  std::unique_lock lk(mu_);
+  std::unique_lock lk(sh_.mu);
   request_ = r;
   const uint64_t me = ++request_serial_;
   request_waiting_.store(r == Request::ShutdownProbe);
@@ -30,7 +32,7 @@ PlanResult<uint32_t> Pager::await_request(Request r) {
   notify();
   lk.lock();
   while (request_done_ < me) {
-    if (failed_.load()) return {PlanError::ShutDown, 0};
+    if (sh_.failed.load()) return {PlanError::ShutDown, 0};
     request_cv_.wait_for(lk, std::chrono::milliseconds(50));
   }
   return request_answer_;
@@ -43,20 +45,20 @@ bool Pager::serve_request() {
   Request r;
   uint64_t serial;
   {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(sh_.mu);
     r = request_;
     serial = request_serial_;
   }
   if (r == Request::None) return false;
   PlanResult<uint32_t> answer{};
   if (r == Request::Reset) {
-    answer = reset_now();
+    answer = filler_->reset_now();
   } else {
-    if (fill_->inflight() > 0) return false;
-    answer.error = plan_->shutdown();
+    if (filler_->inflight() > 0) return false;
+    answer.error = sh_.plan->shutdown();
   }
   {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(sh_.mu);
     request_answer_ = answer;
     request_done_ = serial;
     request_ = Request::None;
@@ -66,63 +68,63 @@ bool Pager::serve_request() {
   return true;
 }
 
-PlanResult<uint32_t> Pager::reset_now() {
-  const PlanResult<uint32_t> r = plan_->reset();
+PlanResult<uint32_t> Filler::reset_now() {
+  const PlanResult<uint32_t> r = sh_.plan->reset();
   if (!r.ok()) return r;
   fill_->retire_all();
-  std::lock_guard lk(mu_);
+  std::lock_guard lk(sh_.mu);
   forget_bundles_locked(true);
-  ++st_.reset.resets;
+  ++sh_.st.reset.resets;
   ra_next_step_ = 0;  // the coming steps' read-ahead is read again in the new epoch
-  for (PendingFault& f : pending_) f.trigger = false;
-  if (cfg_.eager_reconcile) reconcile_locked();
+  faults_.forget_triggers_locked();
+  if (sh_.cfg.eager_reconcile) region_.reconcile_locked();
   return r;
 }
 
 // Every live bundle leaves the books unpublished: its chunks go back to Absent. `stale`: a
 // reset (the chunks are read again later); otherwise the close (nothing is read again).
-void Pager::forget_bundles_locked(bool stale) {
+void Filler::forget_bundles_locked(bool stale) {
   for (BundleRun& b : bundles_) {
     if (!b.live) continue;
     for (ChunkId c : b.chunks) {
-      if (books_[c].state == ChunkState::Filling) {
-        books_[c].state = ChunkState::Absent;
-        if (b.roomed) books_.return_room(1);
-        if (stale) books_[c].stale = 1;
+      if (sh_.books[c].state == ChunkState::Filling) {
+        sh_.books[c].state = ChunkState::Absent;
+        if (b.roomed) sh_.books.return_room(1);
+        if (stale) sh_.books[c].stale = 1;
       }
-      if (stale) books_[c].prefetched_unused = 0;
+      if (stale) sh_.books[c].prefetched_unused = 0;
     }
     b.live = false;
     b.ready = false;
-    if (stale) ++st_.reset.bundles_forgotten;
+    if (stale) ++sh_.st.reset.bundles_forgotten;
   }
   readahead_ready_ = 0;
 }
 
 // May chunk c's slot be requested? Not while a reset's stale read of it is in flight.
-bool Pager::slot_vacant_locked(ChunkId c) {
-  if (!books_[c].stale) return true;
-  if (plan_->slot_phase(static_cast<int32_t>(c)) != SlotPhase::Vacant) return false;
-  books_[c].stale = 0;
+bool Filler::slot_vacant_locked(ChunkId c) {
+  if (!sh_.books[c].stale) return true;
+  if (sh_.plan->slot_phase(static_cast<int32_t>(c)) != SlotPhase::Vacant) return false;
+  sh_.books[c].stale = 0;
   return true;
 }
 
 // The reset-outstanding cell: the first point, once read N was submitted, with reads
 // outstanding (two when the source's depth allows, so the reset lands inside a bundle).
-void Pager::maybe_fire_reset_cell() {
-  if (!cfg_.reset_at_read || st_.reset.cell_fired || fail_closed_ || failed_) return;
+void Filler::maybe_fire_reset_cell() {
+  if (!sh_.cfg.reset_at_read || sh_.st.reset.cell_fired || sh_.fail_closed || sh_.failed) return;
   const uint64_t issued = fill_->counters().reads_issued;
   const uint32_t want = static_cast<uint32_t>(std::min<size_t>(2, source_->max_inflight()));
-  if (issued == 0 || issued - 1 < *cfg_.reset_at_read || fill_->inflight() < want) return;
+  if (issued == 0 || issued - 1 < *sh_.cfg.reset_at_read || fill_->inflight() < want) return;
   const PlanResult<uint32_t> r = reset_now();
   if (!r.ok()) {
-    fail_with([&] { return std::string("internal: the Plan refused the reset (") + to_string(r.error) + ")"; });
+    sh_.fail_with([&] { return std::string("internal: the Plan refused the reset (") + to_string(r.error) + ")"; });
     return;
   }
-  std::lock_guard lk(mu_);
-  st_.reset.cell_fired = true;
-  st_.reset.cell_read = issued - 1;
-  st_.reset.cell_outstanding = r.value;
+  std::lock_guard lk(sh_.mu);
+  sh_.st.reset.cell_fired = true;
+  sh_.st.reset.cell_read = issued - 1;
+  sh_.st.reset.cell_outstanding = r.value;
 }
 
 }  // namespace resid
