@@ -13,6 +13,7 @@ says oom-killed (or any status but ok), the runs whose cgroup peak came within o
 their limit, and every claim's verdict. At the end it compares the verdicts of all
 iterations. Exit status 1 when any run at its calibrated limit was OOM-killed (a reclaim
 cell's pressure limit is below its budget by design: its kills are reported apart), any
+other run ended other than ok by chance (a fatal fault cell fails by design), any
 pipeline failed, or the verdict of
 a claim whose assertions are on counts and exact comparisons (the golden tables'
 DETERMINISTIC_CLAIMS, P1 among them) differed between iterations; a claim that compares
@@ -87,6 +88,12 @@ def pressure_cell(rec: dict) -> bool:
     return (rec.get("host") or {}).get("reclaim") is not None
 
 
+def expected_end(rec: dict) -> bool:
+    """A run whose end other than ok is its design: a pressure cell's OOM kill, or a fatal
+    fault cell (C3: the run must fail closed). Any other run that is not ok is a chance failure."""
+    return pressure_cell(rec) or (rec.get("meta") or {}).get("class") == "fatal"
+
+
 def near_limit(rec: dict) -> bool:
     host = rec.get("host") or {}
     limit, cg = host.get("limit_bytes"), host.get("cgroup") or {}
@@ -111,6 +118,7 @@ def iteration(work: Path, env: dict) -> dict:
     load1, load5, _ = os.getloadavg()
     recs = run_records(work)
     bad = [(d, r.get("status")) for d, r in recs if r.get("status") not in ("ok", "unavailable")]
+    by_dir = dict(recs)
     pressure = {d for d, r in recs if pressure_cell(r)}
     return {
         "snakemake_rc": proc.returncode,
@@ -121,6 +129,7 @@ def iteration(work: Path, env: dict) -> dict:
         "oom_killed": [d for d, s in bad if s == "oom-killed" and d not in pressure],
         "oom_killed_pressure_cells": [d for d, s in bad if s == "oom-killed" and d in pressure],
         "not_ok": bad,
+        "chance_failures": [(d, s) for d, s in bad if not expected_end(by_dir[d])],
         "near_limit": [d for d, r in recs if near_limit(r)],
         "verdicts": verdicts(work),
     }
@@ -159,6 +168,7 @@ def main() -> int:
                   f"{r['loadavg_1_5']}); {r['runs']} runs; "
                   f"oom-killed at a calibrated limit {len(r['oom_killed'])} {r['oom_killed']}; "
                   f"oom-killed pressure cells (by design) {r['oom_killed_pressure_cells']}; not ok {_statuses(r['not_ok'])}; "
+                  f"chance failures (not ok, not by design) {_statuses(r['chance_failures'])}; "
                   f"within a page of the limit {len(r['near_limit'])} {r['near_limit']}", flush=True)
             print(f"  verdicts: {' '.join(f'{k}={v}' for k, v in r['verdicts'].items())}", flush=True)
             for line in r["snakemake_tail"]:
@@ -175,15 +185,16 @@ def main() -> int:
                     if r["verdicts"].get(k) != first.get(k)})
     moved_exact = [k for k in moved if k in DETERMINISTIC_CLAIMS]
     ooms = sum(len(r["oom_killed"]) for r in results)
+    chance = sum(len(r["chance_failures"]) for r in results)
     failed = sum(1 for r in results if r["snakemake_rc"] != 0)
     print(f"summary: {len(results)} iterations, load {args.cpu_load} CPU + {args.mem_load_gib} GiB; "
-          f"pipelines failed {failed}; OOM kills at a calibrated limit {ooms}; "
+          f"pipelines failed {failed}; OOM kills at a calibrated limit {ooms}; chance failures {chance}; "
           f"OOM kills of pressure cells (by design) {sum(len(r['oom_killed_pressure_cells']) for r in results)}; "
           f"runs within a page of their limit {sum(len(r['near_limit']) for r in results)}; "
           f"verdicts that differed between iterations: on counts and exact comparisons "
           f"({', '.join(sorted(DETERMINISTIC_CLAIMS))}): {moved_exact or 'none'}; "
           f"on timings: {[k for k in moved if k not in DETERMINISTIC_CLAIMS] or 'none'}")
-    return 1 if ooms or failed or moved_exact else 0
+    return 1 if ooms or chance or failed or moved_exact else 0
 
 
 if __name__ == "__main__":
