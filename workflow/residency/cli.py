@@ -83,7 +83,8 @@ def _gather(a):
 
     g = _registered_gather(a.study)
     _need(a, *g.needs)
-    return resolve(g.command)(a.run_dirs, a.out, **{o: getattr(a, o) for o in g.needs + g.takes})
+    # By keyword: a command's parameters need not come in (run_dirs, out, ...) order.
+    return resolve(g.command)(run_dirs=a.run_dirs, out=a.out, **{o: getattr(a, o) for o in g.needs + g.takes})
 
 
 def _registered_gather(choice: str | None):
