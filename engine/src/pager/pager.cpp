@@ -32,15 +32,14 @@ Pager::Pager(std::unique_ptr<Source> source, std::unique_ptr<Policy> policy, Pag
   const Region::Geometry g = Region::geometry(sh_.cfg, *source);
   build_chunk_manifest(g, *source);
   region_ = std::make_unique<Region>(sh_, g);
-  region_->set_event_reader([this] { read_messages(); });
   evictor_ = std::make_unique<Evictor>(sh_, *region_);
-  evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (evfd_ < 0) throw InputError("eventfd failed (" + errno_name(errno) + ")");
+  faults_ = std::make_unique<FaultHandler>(sh_, *region_, *evictor_);
+  region_->set_event_reader([this] { faults_->read_messages(); });
   // Sized once: the fault loop never allocates.
   sh_.pins.reserve(sh_.cfg.max_pins);
   audit_ = sh_.cfg.step_chunks.empty() ? SignalAudit(g.chunks) : SignalAudit(g.chunks, sh_.cfg.step_chunks);
-  pending_.reserve(1024);
-  filler_ = std::make_unique<Filler>(sh_, *region_, *evictor_, std::move(source), static_cast<FaultQueue&>(*this));
+  filler_ = std::make_unique<Filler>(sh_, *region_, *evictor_, std::move(source), *faults_);
+  faults_->attach(*filler_);
 }
 
 void Pager::build_chunk_manifest(const Region::Geometry& g, const Source& source) {
@@ -60,52 +59,19 @@ Pager::~Pager() {
     shutdown();
   } catch (...) {
   }
-  if (evfd_ >= 0) ::close(evfd_);
 }
 
 uint64_t Pager::chunk_length(ChunkId c) const { return region_->chunk_length(c); }
 
-void Pager::start() {
-  if (started_) return;
-  filler_->start();
-  started_ = true;
-  thread_ = std::thread([this] { loop(); });
-}
+void Pager::start() { faults_->start(); }
 
+void Pager::shutdown(const std::function<void()>& quiesce) { faults_->shutdown(quiesce); }
 
-void Pager::shutdown(const std::function<void()>& quiesce) {
-  if (shut_) return;
-  shut_ = true;
-  if (!started_) {
-    std::lock_guard lk(sh_.mu);
-    sh_.plan_shutdown = sh_.plan->shutdown();
-    filler_->snapshot_source_stats_locked();
-    filler_->record_close_locked();
-    alloc_done_ = true;
-    region_->finish_registration();
-    return;
-  }
-  paused_ = false;
-  stopping_ = true;  // from here the loop serves every fault it reads and prefetches nothing
-  notify();
-  std::exception_ptr quiesce_error;
-  if (quiesce) {
-    try {
-      quiesce();
-    } catch (...) {
-      quiesce_error = std::current_exception();
-    }
-  }
-  stopping_quiesced_ = true;  // the loop may now leave once nothing is pending
-  notify();
-  thread_.join();
-  if (quiesce_error) std::rethrow_exception(quiesce_error);
-}
+PlanResult<uint32_t> Pager::reset() { return faults_->reset(); }
 
-void Pager::notify() {
-  const uint64_t one = 1;
-  [[maybe_unused]] auto r = ::write(evfd_, &one, sizeof one);
-}
+PlanError Pager::try_plan_shutdown() { return faults_->try_plan_shutdown(); }
+
+void Pager::check_stall() { filler_->check_stall(); }
 
 // ---- driver-facing calls ------------------------------------------------------------
 
@@ -137,7 +103,7 @@ void Pager::leave_impl(ChunkId c, bool consumed) {
       ++sh_.st.consumed_early;
     }
   }
-  if (want_leave_notify_.load(std::memory_order_relaxed)) notify();
+  faults_->leave_notify();
 }
 
 void Pager::signal(uint64_t cursor) { step_boundary(cursor, UINT64_MAX); }
@@ -159,9 +125,6 @@ void Pager::set_loading() {
   std::lock_guard lk(sh_.mu);
   evictor_->set_mode_locked(true);
 }
-
-
-
 
 void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bool oversize) {
   {
@@ -188,15 +151,12 @@ void Pager::step_boundary(std::optional<uint64_t> cursor, uint64_t next_step, bo
   }
   // The prefetch horizon moved; a new step has a new read-ahead bundle; a deferred fault may
   // be due (deferred_waiting_ is set under sh_.mu, so a signal after the deferral sees it).
-  if ((cursor && (sh_.cfg.prefetch_depth > 0 || deferred_waiting_.load())) ||
+  if ((cursor && (sh_.cfg.prefetch_depth > 0 || faults_->deferred_waiting())) ||
       (sh_.cfg.readahead && next_step != UINT64_MAX))
-    notify();
+    faults_->notify();
 }
 
-void Pager::release_ahead_faults() {
-  ahead_released_ = true;
-  notify();
-}
+void Pager::release_ahead_faults() { faults_->release_ahead_faults(); }
 
 bool Pager::demand_filled_in(ChunkId c, uint64_t step) const {
   std::lock_guard lk(sh_.mu);
@@ -228,14 +188,7 @@ PagerStats Pager::stats() const {
   PagerStats s = sh_.st;
   s.resident_chunks = sh_.books.resident().size();
   s.signals_out_of_order = audit_.out_of_order();
-  s.fault_count = fault_hist_.count();
-  s.fault_p50_ns = fault_hist_.quantile(0.5);
-  s.fault_p99_ns = fault_hist_.quantile(0.99);
-  s.fault_max_ns = fault_hist_.max();
-  s.demand_fault_count = demand_hist_.count();
-  s.demand_fault_p50_ns = demand_hist_.quantile(0.5);
-  s.demand_fault_p99_ns = demand_hist_.quantile(0.99);
-  s.demand_fault_max_ns = demand_hist_.max();
+  faults_->add_latency_locked(s);
   const LatencyHistogram& fills = filler_->fill_latency_locked();
   s.fill_count = fills.count();
   s.fill_p50_ns = fills.quantile(0.5);
@@ -248,7 +201,6 @@ SourceStats Pager::source_stats() const {
   std::lock_guard lk(sh_.mu);
   return filler_->source_stats_locked();
 }
-
 
 SignalAudit Pager::audit() const {
   std::lock_guard lk(sh_.mu);
@@ -270,19 +222,13 @@ std::vector<ChunkId> Pager::pinned_set() const {
   return v;
 }
 
-
 PlanError Pager::try_recycle(ChunkId c) {
   if (c >= region_->chunks()) return PlanError::InvalidArgument;
   std::lock_guard lk(sh_.mu);
   return evictor_->try_recycle_locked(c);
 }
 
-void Pager::pause(bool on) {
-  paused_ = on;
-  notify();
-}
-
-
+void Pager::pause(bool on) { faults_->pause(on); }
 
 // ---- failure ------------------------------------------------------------------------
 
@@ -293,11 +239,8 @@ std::optional<PlanError> Pager::plan_shutdown() const {
 
 SourceReport Pager::source_report() const {
   std::lock_guard lk(sh_.mu);
-  SourceReport r = filler_->report_locked(alloc_done_);
-  r.alloc_counter_installed = alloc_hook_installed();
-  const AllocCounts now = alloc_done_ ? alloc1_ : alloc_counts();
-  r.dynamic_allocations = started_ ? now.read_path - alloc0_.read_path : 0;
-  r.rejection_allocations = started_ ? now.rejection_path - alloc0_.rejection_path : 0;
+  SourceReport r = filler_->report_locked(faults_->closed_locked());
+  faults_->add_allocations_locked(r);
   return r;
 }
 
@@ -305,50 +248,6 @@ PagerRejectionReport Pager::rejection_report() const {
   std::lock_guard lk(sh_.mu);
   return filler_->rejection_locked();
 }
-
-
-
-
-
-// ---- the fault loop -----------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-// ---- the fill machinery: every fill is a bundle of the Plan, moved by the fill path ------
-
-
-
-
-// ---- FillOwner: what the fill path asks of the pager ----------------------------------
-
-
-
-
-
-
-// ---- publication -------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 uint64_t Pager::page_table_reserve(uint64_t mapped_bytes) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

@@ -88,8 +88,6 @@
 // deferred fault (release_ahead_faults): no thread is left waiting for a signal.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -99,15 +97,13 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "core/alloc_count.hpp"
-#include "core/latency.hpp"
 #include "pager/books.hpp"
 #include "pager/config.hpp"
 #include "pager/evictor.hpp"
+#include "pager/fault_handler.hpp"
 #include "pager/filler.hpp"
 #include "pager/pins.hpp"
 #include "pager/region.hpp"
@@ -123,7 +119,7 @@
 
 namespace resid {
 
-class Pager final : private FaultQueue {
+class Pager final {
  public:
   // Oversize steps: chunks pinned per compute thread (see above).
   static constexpr uint32_t kPinsPerThread = ThreadPins::kPerThread;
@@ -245,67 +241,19 @@ class Pager final : private FaultQueue {
   std::string first_mismatch() const;
 
  private:
-  enum class Request : uint8_t { None, Reset, ShutdownProbe };
-  struct PendingFault {
-    uintptr_t addr;
-    uint64_t t_read_ns;
-    bool trigger;  // this fault started its chunk's demand read
-    bool deferred;  // it waited for the signal of the step before its own (counted once)
-  };
-
   void build_chunk_manifest(const Region::Geometry& g, const Source& source);
-  void loop();
   void leave_impl(ChunkId c, bool consumed);
-  void read_messages();
-  void handle_unmap(uintptr_t start, uintptr_t end);
-  bool serve_pending();
-  bool defer_fault_locked(PendingFault& f, ChunkId c);
-  uint64_t fault_step_locked(ChunkId c) const;
-  // FaultQueue (filler.hpp): the filler's questions about the waiting faults.
-  void wake_waiters_locked(ChunkId c, uint64_t t, FillKind kind) override;
-  bool waits_on_locked(std::span<const ChunkId> chunks) const override;
-  void forget_triggers_locked() override;
-  bool stopping() const override { return stopping_.load(); }
-  bool paused() const override { return paused_.load(); }
-  void check_watchdog();
-  void notify();
-  // reset.cpp (the pager thread).
-  bool serve_request();
-  PlanResult<uint32_t> await_request(Request r);
 
-  // What every component shares (shared.hpp), then the components.
+  // What every component shares (shared.hpp), then the components: the region and its
+  // books' kernel side, the evictor, the fault handler (the pager thread) and the filler.
+  // Declared in build order; the handler is attached to the filler, which asks it about
+  // the waiting faults.
   PagerShared sh_;
   std::unique_ptr<Region> region_;
   std::unique_ptr<Evictor> evictor_;
+  std::unique_ptr<FaultHandler> faults_;
   std::unique_ptr<Filler> filler_;
-  int evfd_ = -1;
-
   SignalAudit audit_;
-  // fault_hist_: every exposed wait (a demand fault, or the first wait on a read-ahead or
-  // prefetch in flight); demand_hist_: a demand fault's service time only (it read its chunk).
-  LatencyHistogram fault_hist_, demand_hist_;
-
-  // Pager thread only.
-  std::vector<PendingFault> pending_;
-  AllocCounts alloc0_{}, alloc1_{};
-  bool alloc_done_ = false;  // the fault loop has closed (guarded by mu)
-  bool watchdog_reported_ = false;
-  // A driver's request to the pager thread (reset.cpp), guarded by mu.
-  Request request_ = Request::None;
-  uint64_t request_serial_ = 0, request_done_ = 0;
-  PlanResult<uint32_t> request_answer_{};
-  std::condition_variable request_cv_;
-  std::atomic<bool> request_waiting_{false};
-
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> stopping_quiesced_{false};
-  std::atomic<bool> paused_{false};
-  std::atomic<bool> want_leave_notify_{false};
-  std::atomic<bool> deferred_waiting_{false};  // a fault waits for a signal: signals notify
-  std::atomic<bool> ahead_released_{false};    // release_ahead_faults: defer nothing more
-  std::thread thread_;
-  bool started_ = false;
-  bool shut_ = false;
 };
 
 }  // namespace resid

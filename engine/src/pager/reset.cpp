@@ -1,5 +1,6 @@
 // Plan resets and the shutdown probe: a driver's requests that only the pager thread may
-// carry out, since it alone owns the fill path (plan/fill.hpp) and the fills in flight.
+// carry out, since it alone owns the fill path (plan/fill.hpp) and the fills in flight: the
+// fault handler's request desk, and the filler's side of a reset.
 //
 // A reset (reference 004 §3.4) advances the Plan's epoch and invalidates every unpublished
 // version. The pager then forgets its unpublished bundles: their chunks go back to Absent
@@ -11,18 +12,18 @@
 #include <algorithm>
 #include <chrono>
 
+#include "pager/fault_handler.hpp"
 #include "pager/filler.hpp"
-#include "pager/pager.hpp"
 #include "pager/pager_internal.hpp"
 
 namespace resid {
 
-PlanResult<uint32_t> Pager::reset() { return await_request(Request::Reset); }
+PlanResult<uint32_t> FaultHandler::reset() { return await_request(Request::Reset); }
 
-PlanError Pager::try_plan_shutdown() { return await_request(Request::ShutdownProbe).error; }
+PlanError FaultHandler::try_plan_shutdown() { return await_request(Request::ShutdownProbe).error; }
 
 // From a driver's thread: hand the request to the pager thread and wait for its answer.
-PlanResult<uint32_t> Pager::await_request(Request r) {
+PlanResult<uint32_t> FaultHandler::await_request(Request r) {
   if (!started_ || shut_) return {PlanError::ShutDown, 0};
   std::unique_lock lk(sh_.mu);
   request_ = r;
@@ -41,7 +42,7 @@ PlanResult<uint32_t> Pager::await_request(Request r) {
 // The pager thread: carry out a waiting request (false while the shutdown probe waits for
 // the reads in flight: with one outstanding the Plan would answer OutstandingReads, which
 // is not what the probe asks).
-bool Pager::serve_request() {
+bool FaultHandler::serve_request() {
   Request r;
   uint64_t serial;
   {
