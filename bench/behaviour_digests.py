@@ -6,10 +6,14 @@ directory under RESULTS/runs and prints, per cell, the sha256 of what the run pr
 that the config determines: `trace.bin` (the synthetic study's chunk access trace, and the
 model study's), `tokens.json` and `logits.f32`. Cells whose repetitions already differ in
 the tree itself (a timing-dependent trace, e.g. arm E's prefetch or an oversize step) are
-reported as such and compared as sets.
+reported as such and compared as sets. A cell of one repetition cannot show that: with
+CONTROL (a second run of the same code as AFTER), a cell whose digest differs between AFTER
+and CONTROL is timing-dependent too, and a difference between BEFORE and AFTER there is
+reported apart, not counted as a change of behaviour.
 
     bench/behaviour_digests.py RESULTS                 # the digests of one tree
     bench/behaviour_digests.py BEFORE AFTER            # compare: exit 1 on a difference
+    bench/behaviour_digests.py BEFORE AFTER CONTROL    # CONTROL: a second run of AFTER's code
     bench/behaviour_digests.py --claims BEFORE AFTER   # two checkouts' claims/*.json: verdicts and values
 
 Claim values that are timings (tokens/s, ratios of wall times) differ between any two runs
@@ -49,23 +53,26 @@ def deterministic(reps: list) -> bool:
     return len(set(reps)) == 1
 
 
-def compare(before: dict, after: dict) -> int:
-    same = differ = varies = missing = 0
+def compare(before: dict, after: dict, control: dict | None = None) -> int:
+    same = differ = varies = timing = missing = 0
     for key in sorted(set(before) | set(after)):
         b, a = before.get(key), after.get(key)
         if b is None or a is None:
             missing += 1
             print(f"missing in {'before' if b is None else 'after'}: {key}")
             continue
-        if deterministic(b) and deterministic(a):
-            if b[0] == a[0]:
-                same += 1
-            else:
-                differ += 1
-                print(f"DIFFERS {key}: {b[0]} -> {a[0]}")
-        else:
+        if not (deterministic(b) and deterministic(a)):
             varies += 1  # timing-dependent in at least one tree: not a behaviour digest
-    print(f"identical {same}, different {differ}, varying across reps {varies}, missing {missing}")
+        elif b[0] == a[0]:
+            same += 1
+        elif control is not None and control.get(key) not in (None, a):
+            timing += 1
+            print(f"differs, as between two runs of the same code (timing-dependent): {key}")
+        else:
+            differ += 1
+            print(f"DIFFERS {key}: {b[0]} -> {a[0]}")
+    print(f"identical {same}, different {differ}, varying across reps {varies}, "
+          f"{'' if control is None else f'differing between two runs of the same code {timing}, '}missing {missing}")
     return 1 if differ or missing else 0
 
 
@@ -112,8 +119,9 @@ def main(argv: list) -> int:
         for (cell, f), reps in sorted(digests(Path(argv[1])).items()):
             print(f"{cell}\t{f}\t{' '.join(reps)}{'' if deterministic(reps) else '  (varies)'}")
         return 0
-    if len(argv) == 3:
-        return compare(digests(Path(argv[1])), digests(Path(argv[2])))
+    if len(argv) in (3, 4):
+        control = digests(Path(argv[3])) if len(argv) == 4 else None
+        return compare(digests(Path(argv[1])), digests(Path(argv[2])), control)
     print(__doc__, file=sys.stderr)
     return 2
 
