@@ -149,10 +149,7 @@ test-cluster: engine-test-build
 # The benchmarks: ratios measured side by side in one run (the engine and SmolLM2 first).
 bench: sysdeps venv
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default engine llm_models
-	$(BIN)/python bench/pager_model.py
-	$(BIN)/python bench/consumption.py
-	$(BIN)/python bench/matched_overlap.py
-	engine/bench/stream_vs_fio.sh
+	bench/run.sh "$(BIN)/python"
 
 clean:
 	rm -rf .build .snakemake results figures claims
