@@ -194,16 +194,20 @@ def main() -> int:
     print(f"F1/D complete wall {interval(paired_log_ratio(dw, f1w))}; "
           f"F1/D over the bound {interval(paired_log_ratio([w * b for w, b in zip(dw, bounds)], f1w))}")
     print(f"F/F1 complete wall {interval(paired_log_ratio(f1w, fw))}  (what reading ahead beyond one step buys)")
-    # Reported beside the target, not instead of it: the part of each wall before the first
-    # pass and after the last (process start, model load, context, exit) has no weight read
-    # to overlap, yet the bound counts it as compute that could hide reads.
+    report_passes(pairs, dw, fw)
+    return 0
+
+
+def report_passes(pairs, dw: list[float], fw: list[float]) -> None:
+    """Reported beside the target, not instead of it: the part of each wall before the first
+    pass and after the last (process start, model load, context, exit) has no weight read to
+    overlap, yet the bound counts it as compute that could hide reads."""
     dg, fg = [d["gen_s"] for _, d, _ in pairs], [f["gen_s"] for _, _, f in pairs]
     gb = [overlap_bound(d["gen_s"], d["wait_ns"], d["threads"]) for _, d, _ in pairs]
     print(f"fixed part of the wall outside the passes: D {sum(w - g for w, g in zip(dw, dg)) / len(dw):.3f} s, "
           f"F {sum(w - g for w, g in zip(fw, fg)) / len(fw):.3f} s (mean)")
     print(f"passes only (prefill + decode): F/D {interval(paired_log_ratio(dg, fg))}, over their bound "
           f"{interval(paired_log_ratio([w * b for w, b in zip(dg, gb)], fg))}")
-    return 0
 
 
 if __name__ == "__main__":

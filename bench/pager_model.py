@@ -164,7 +164,7 @@ def roofline_rows(tps, own_bpt, not_run, bound, compute_tps, bandwidth) -> None:
              [t / m for t in ran[best]], 0.10, "at most", note="pairs: each rep / the median")
     d = "pager-declared"
     serial = 1 / (1 / compute_tps + med(own_bpt[d]) / bandwidth)
-    rows.add("D tokens/s / its serial bound at r = 0.75", med(tps[d]) / serial, [t / serial for t in tps[d]], 0.95,
+    rows.add(f"D tokens/s / its serial bound at r = {ROOFLINE_R}", med(tps[d]) / serial, [t / serial for t in tps[d]], 0.95,
              "at least", note=f"serial bound {serial:.2f} tok/s at D's own {med(own_bpt[d]) / 1e6:.2f} MB per token")
 
 
