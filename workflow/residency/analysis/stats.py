@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats as _st
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,8 @@ def paired_log_ratio(d: Sequence[float], f: Sequence[float], confidence: float =
     logs = np.log(f / d)
     n = len(logs)
     mean = float(logs.mean())
-    half = float(_st.t.ppf(0.5 + confidence / 2, n - 1)) * float(logs.std(ddof=1)) / math.sqrt(n)
+    from scipy import stats  # here, not at import: the Snakefile imports the claims, and every
+    # SLURM job step parses the Snakefile (scipy.stats is about a second of that parse)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * float(logs.std(ddof=1)) / math.sqrt(n)
     return PairedRatio(n=n, ratio=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half),
                        reciprocal=math.exp(-mean), confidence=confidence, ratios=tuple(float(x) for x in f / d))
