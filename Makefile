@@ -141,10 +141,11 @@ golden: venv engine-test-build
 
 # A real single-host SLURM cluster (Debian's slurm-wlm, slurmdbd, munge, MariaDB; started
 # and stopped by the test) runs the tiny pipeline through workflow/profiles/slurm and is
-# compared with the same tiny pipeline run locally. Root: the daemons run as root.
+# compared with the same tiny pipeline run locally: the snapshot `make test` left of it when its
+# inputs are the same (tests/campaign_snapshot.py), else run here. Root: the daemons run as root.
 test-cluster: engine-test-build
 	workflow/scripts/cluster.sh install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m cluster --basetemp=$(abspath .build/pytest-cluster) tests/test_cluster.py
+	RESID_TEST_CAMPAIGN_SNAPSHOT=reuse PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m cluster --basetemp=$(abspath .build/pytest-cluster) tests/test_cluster.py
 
 # The benchmarks: ratios measured side by side in one run (the engine and SmolLM2 first).
 bench: sysdeps venv

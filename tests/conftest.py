@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import campaign_snapshot
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -79,12 +81,19 @@ def snakemake(work: Path, *args: str, env: dict | None = None, timeout: float = 
 def campaign(tmp_path_factory):
     """The tiny pipeline run locally once per session (integration, report, README, cluster
     tests). RESID_TEST_CAMPAIGN=DIR reuses a finished one (a copy of such a session's
-    pipeline0) while working on the tests of its outputs."""
+    pipeline0) while working on the tests of its outputs. The cluster test (`make
+    test-cluster`, read-only on it) reuses the snapshot `make test` left of the same inputs
+    (tests/campaign_snapshot.py) rather than running the same local campaign again."""
     env = pipeline_env()
     if os.environ.get("RESID_TEST_CAMPAIGN"):
         return Path(os.environ["RESID_TEST_CAMPAIGN"]), env
     work = tiny_workdir(tmp_path_factory.mktemp("pipeline"))
+    key = campaign_snapshot.key(tiny_config(engine_build_dir(work)), engine_build_dir(work))
+    if os.environ.get("RESID_TEST_CAMPAIGN_SNAPSHOT") == "reuse" and (kept := campaign_snapshot.find(key)):
+        print(f"\nthe local tiny campaign: reusing {kept} (the same inputs, made by make test)")
+        return kept, env
     proc = snakemake(work, "figures", "--cores", "2", "--resources", "storage_exclusive=1", env=env)
     if proc.returncode != 0:
         pytest.fail("snakemake failed:\n" + proc.stderr[-4000:])
+    campaign_snapshot.publish(key, work)
     return work, env
