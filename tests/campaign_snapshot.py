@@ -49,7 +49,7 @@ def key(config: dict, engine_dir: str) -> str | None:
     h = hashlib.sha256()
     h.update(yaml.safe_dump(config, sort_keys=True).encode())
     for rel in sorted(p for p in listed.stdout.decode().split("\0") if p):
-        _digest_file(h, Path(rel) if Path(rel).is_absolute() else ROOT / rel)
+        _digest_file(h, ROOT / rel)  # git lists paths relative to the checkout
     llama_identity = Path(config["llama"]["build_dir"]) / "install" / "llama-identity.json"
     for built in (Path(engine_dir) / "residctl", llama_identity):
         _digest_file(h, built)
