@@ -42,6 +42,7 @@ rm -f results/bench/bench.json
 "$py" bench/pager_model.py ${huge:+--hugetlbfs "$huge"}
 "$py" bench/consumption.py
 "$py" bench/matched_overlap.py
+"$py" bench/pager_nice.py
 engine/bench/stream_vs_fio.sh ${huge:+--hugetlbfs "$huge"}
 echo
 echo "bench rows (results/bench/bench.json):"

@@ -15,6 +15,17 @@ const CLI::Validator kPositiveSeconds(
     },
     "SECONDS");
 
+// A nice value the kernel takes (-20..19) or `inherit`.
+const CLI::Validator kNice(
+    [](std::string& v) -> std::string {
+      if (v == "inherit") return {};
+      char* end = nullptr;
+      const long x = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || x < -20 || x > 19) return "'" + v + "' is not a nice value in -20..19 or `inherit`";
+      return {};
+    },
+    "N|inherit");
+
 }  // namespace
 
 void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, const std::string& threads,
@@ -38,6 +49,11 @@ void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, con
                 "mlock the pager's region on fault: the kernel cannot reclaim a resident chunk, only the pager evicts");
   app->add_option("--content-digests", c.content_digests,
                   "`residctl inventory`'s digests of the file: every fill is checked against its chunk's (pager arms)");
+  app->add_option("--pager-nice", f.pager_nice,
+                  "the pager thread's nice, -20..19, or `inherit` (the process's); below the process's needs CAP_SYS_NICE, "
+                  "else the thread keeps the process's and run.json's pager_thread says why")
+      ->check(kNice)
+      ->capture_default_str();
 }
 
 void PagerArmFlags::apply(PagerArmConfig& c) const {
@@ -45,6 +61,7 @@ void PagerArmFlags::apply(PagerArmConfig& c) const {
   source.apply(c.source, c.windows, c.depth);
   if (budget_opt->count() > 0) c.budget_bytes = budget;
   if (!fault.empty()) c.fault = parse_fault_spec(fault);
+  c.pager_nice = pager_nice == "inherit" ? std::nullopt : std::optional<int>(std::stoi(pager_nice));
 }
 
 std::string missing(std::initializer_list<CLI::Option*> opts) {

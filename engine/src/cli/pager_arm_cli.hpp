@@ -12,6 +12,7 @@ namespace resid {
 
 struct PagerArmFlags {
   std::string arm, fault;
+  std::string pager_nice = std::to_string(kDefaultPagerNice);
   uint64_t budget = 0;
   SourceFlags source;
   CLI::Option *out = nullptr, *arm_opt = nullptr, *budget_opt = nullptr;
@@ -21,7 +22,8 @@ struct PagerArmFlags {
 };
 
 // --out --arm --budget-bytes --chunk-size --threads --source --windows --depth
-// --prefetch-depth --eager-reconcile --watchdog-s --calibrate --fault; `threads` and
+// --prefetch-depth --eager-reconcile --watchdog-s --calibrate --fault --protect
+// --content-digests --pager-nice; `threads` and
 // `watchdog` say what the threads are and what the watchdog watches.
 void add_pager_arm_flags(CLI::App* app, PagerArmConfig& c, PagerArmFlags& f, const std::string& threads,
                          const std::string& watchdog, const std::string& calibrate, const std::string& fault_units);

@@ -53,6 +53,18 @@ struct PagerConfig {
   // are outstanding (two or more when the source's depth allows: inside a read-ahead
   // bundle), the pager thread resets the Plan (reset.cpp). Unset: never.
   std::optional<uint64_t> reset_at_read;
+  // The pager thread's nice value, set when the thread starts (setpriority on its own tid).
+  // A value below the process's needs CAP_SYS_NICE; when refused, the thread keeps the
+  // process's and PagerThreadStats says why. Unset: the process's.
+  std::optional<int> thread_nice;
+};
+
+// The pager thread's scheduling priority as it ran (PagerConfig::thread_nice).
+struct PagerThreadStats {
+  bool started = false;            // the thread ran (a pager never started has no priority)
+  std::optional<int> nice_requested;
+  int nice = 0;                    // getpriority of the thread after the request
+  int nice_errno = 0;              // setpriority's errno when refused, else 0
 };
 
 // What the Plan resets did (reset.cpp): the reset-outstanding cell's and every other one.
@@ -104,6 +116,7 @@ struct PagerStats {
   // Content identity (PagerConfig::chunk_digests).
   uint64_t content_checks = 0, content_check_ns = 0, content_mismatches = 0;
   PagerResetStats reset;
+  PagerThreadStats thread;
 };
 
 // The first fatal rejection of a read (a storage fault, or an injected one): the bundle it

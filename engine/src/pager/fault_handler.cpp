@@ -3,6 +3,7 @@
 #include "pager/fault_handler.hpp"
 
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,6 +30,19 @@ void FaultHandler::start() {
   filler_->start();
   started_ = true;
   thread_ = std::thread([this] { loop(); });
+}
+
+void FaultHandler::set_priority() {
+  PagerThreadStats t;
+  t.started = true;
+  t.nice_requested = sh_.cfg.thread_nice;
+  const auto tid = static_cast<id_t>(::gettid());
+  if (t.nice_requested && ::setpriority(PRIO_PROCESS, tid, *t.nice_requested) != 0) t.nice_errno = errno;
+  errno = 0;
+  t.nice = ::getpriority(PRIO_PROCESS, tid);  // -1 is a valid nice: errno tells the error
+  if (errno != 0 && t.nice_errno == 0) t.nice_errno = errno;
+  std::lock_guard lk(sh_.mu);
+  sh_.st.thread = t;
 }
 
 void FaultHandler::shutdown(const std::function<void()>& quiesce) {

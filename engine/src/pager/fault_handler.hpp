@@ -95,6 +95,8 @@ class FaultHandler final : public FaultQueue {
   enum class Served : uint8_t { Waits, Dropped, Answered, Read };
 
   void loop();
+  // The pager thread's own nice (PagerConfig::thread_nice), recorded in the stats.
+  void set_priority();
   bool turn();
   void wait_for_work();
   void close_loop();

@@ -54,6 +54,7 @@ void FaultHandler::check_watchdog() {
 }
 
 void FaultHandler::loop() {
+  set_priority();
   // The fault loop is the read path: after start it must not allocate (alloc_count.hpp);
   // failure messages are built on the rejection path.
   ReadPathScope scope;

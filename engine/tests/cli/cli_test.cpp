@@ -1,6 +1,10 @@
 // The residctl binary, end to end: exit statuses, run directories, the one-line errors.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <cstdio>
 #include <cstring>
@@ -158,6 +162,10 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
        "100000000", "--chunk-size", "1000"},
       {"scan", "--region", region_, "--out", dir_.file("o6"), "--arm", "pager-lru", "--budget-bytes",
        "100000000", "--threads", "-3"},
+      {"scan", "--region", region_, "--out", dir_.file("o8"), "--arm", "pager-lru", "--budget-bytes",
+       "100000000", "--pager-nice", "20"},
+      {"scan", "--region", region_, "--out", dir_.file("o9"), "--arm", "pager-lru", "--budget-bytes",
+       "100000000", "--pager-nice", "high"},
       {"mkregion", "--out", dir_.file("x.bin"), "--size", "1000", "--seed", "1"},
       {},
   };
@@ -169,7 +177,7 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
     EXPECT_EQ(count_lines(r.err), 1u) << joined << "\n" << r.err;
     EXPECT_EQ(r.err.rfind("residctl: error: ", 0), 0u) << joined << "\n" << r.err;
   }
-  for (const char* o : {"o1", "o2", "o3", "o4", "o5", "o6"}) EXPECT_FALSE(exists(dir_.file(o))) << o;
+  for (const char* o : {"o1", "o2", "o3", "o4", "o5", "o6", "o8", "o9"}) EXPECT_FALSE(exists(dir_.file(o))) << o;
   // A region whose size is not a multiple of 4096.
   {
     std::ofstream f(dir_.file("odd.bin"), std::ios::binary);
@@ -178,6 +186,55 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
   auto r = run({"scan", "--region", dir_.file("odd.bin"), "--out", dir_.file("o7"), "--arm", "kernel-mmap"}, errf_);
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("multiple of 4096"), std::string::npos) << r.err;
+}
+
+// Whether this process holds CAP_SYS_NICE (bit 23 of CapEff in /proc/self/status).
+bool has_cap_sys_nice() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> 23) & 1;
+  return false;
+}
+
+// --pager-nice: the pager thread runs at the nice asked (or, without CAP_SYS_NICE for a
+// value below the process's, keeps the process's and says why); `inherit` asks nothing; arm
+// A has no pager thread.
+TEST_F(Cli, ThePagerThreadRunsAtItsNice) {
+  if (auto why = test::uffd_unavailable()) GTEST_SKIP() << *why;
+  errno = 0;
+  const int own = ::getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  const int asked = std::max(own - 3, -20);
+  const std::vector<std::tuple<std::string, std::string>> cases = {
+      {"pager-declared", std::to_string(asked)}, {"pager-declared", "inherit"}, {"kernel-mmap", "5"}};
+  for (const auto& [arm, nice] : cases) {
+    const std::string out = dir_.file("nice-" + arm + nice);
+    auto args = scan_args(arm, out);
+    args.insert(args.end(), {"--pager-nice", nice});
+    auto r = run(args, errf_);
+    ASSERT_EQ(r.status, 0) << arm << " " << nice << ": " << r.err;
+    const auto j = load(out + "/run.json");
+    const auto& t = j["pager_thread"];
+    if (arm == "kernel-mmap") {
+      EXPECT_TRUE(t.is_null()) << t;
+      continue;
+    }
+    if (nice == "inherit") {
+      EXPECT_TRUE(j["config"]["pager_nice"].is_null());
+      EXPECT_TRUE(t["nice_requested"].is_null());
+      EXPECT_TRUE(t["nice_error"].is_null()) << t;
+      EXPECT_EQ(t["nice"], own);
+      continue;
+    }
+    EXPECT_EQ(j["config"]["pager_nice"], asked);
+    EXPECT_EQ(t["nice_requested"], asked);
+    if (t["nice_error"].is_null()) {
+      EXPECT_EQ(t["nice"], asked) << t;
+    } else {
+      EXPECT_FALSE(has_cap_sys_nice()) << "refused a nice with CAP_SYS_NICE: " << t;
+      EXPECT_EQ(t["nice"], own) << t;
+    }
+  }
 }
 
 class CliCorrupt : public Cli, public ::testing::WithParamInterface<std::string> {};

@@ -1,5 +1,6 @@
 #include "drivers/common/pager_arm.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "core/errors.hpp"
@@ -91,6 +92,7 @@ PagerConfig base_pager_config(const PagerArmConfig& c, uint64_t budget_chunks, u
   pc.readahead = c.source == SourceEngine::Uring && !c.calibrate;  // F: the coming steps are read ahead
   pc.readahead_steps_ahead = c.readahead_steps;
   pc.protect = c.protect;
+  pc.thread_nice = c.pager_nice;
   if (!c.content_digests.empty()) pc.chunk_digests = load_chunk_digests(c.content_digests, file_bytes, c.chunk_size);
   return pc;
 }
@@ -209,7 +211,8 @@ nlohmann::json pager_config_json(const PagerArmConfig& c) {
           {"fault", c.fault.active() ? nlohmann::json(to_string(c.fault)) : nlohmann::json(nullptr)},
           {"content_digests", or_null(c.content_digests)},
           {"protect", c.protect},
-          {"lru_k", c.arm == Arm::PagerLruK ? nlohmann::json(c.lru_k) : nlohmann::json(nullptr)}};
+          {"lru_k", c.arm == Arm::PagerLruK ? nlohmann::json(c.lru_k) : nlohmann::json(nullptr)},
+          {"pager_nice", or_null(c.pager_nice)}};
 }
 
 nlohmann::json pager_budget_json(const PagerArmConfig& c, const PagerBudget& b, const std::optional<uint64_t>& chunks) {
@@ -270,6 +273,14 @@ nlohmann::json pager_latency_json(const Pager* p) {
           {"fill_p50", ps.fill_p50_ns},   {"fill_p99", ps.fill_p99_ns}};
 }
 
+nlohmann::json pager_thread_json(const Pager* p) {
+  const PagerThreadStats t = p ? p->stats().thread : PagerThreadStats{};
+  if (!t.started) return nullptr;
+  return {{"nice_requested", or_null(t.nice_requested)},
+          {"nice", t.nice},
+          {"nice_error", t.nice_errno ? nlohmann::json(std::strerror(t.nice_errno)) : nlohmann::json(nullptr)}};
+}
+
 void add_pager_sections(nlohmann::json& j, const Pager* p, const PagerArmConfig& c, const FaultReport* fault) {
   const SourceReport r = p ? p->source_report() : SourceReport{};
   j["source_stats"] = source_stats_json(p ? &r : nullptr);
@@ -288,6 +299,7 @@ void add_pager_sections(nlohmann::json& j, const Pager* p, const PagerArmConfig&
     j["readahead"] = nullptr;
   }
   j["fault"] = fault_json(c.fault, fault);
+  j["pager_thread"] = pager_thread_json(p);
   // Reclaim authority: what of the region is mlocked when the record is written.
   const std::optional<uint64_t> locked = p ? p->region_locked_bytes() : std::nullopt;
   j["protect"] = {{"on", c.protect}, {"locked_bytes", locked ? nlohmann::json(*locked) : nlohmann::json(nullptr)}};

@@ -21,6 +21,11 @@
 
 namespace resid {
 
+// The pager thread's nice value unless --pager-nice says otherwise: above the compute threads
+// (nice 0), so a fault's service is not queued behind them or behind other work on a loaded
+// machine (docs/run-contract.md, "--pager-nice"; `make bench` measures it beside a CPU load).
+inline constexpr int kDefaultPagerNice = -10;
+
 // The flags every pager-arm subcommand takes.
 struct PagerArmConfig {
   std::string out;
@@ -40,6 +45,7 @@ struct PagerArmConfig {
   std::string content_digests;  // --content-digests: `residctl inventory`'s file ("" = no check)
   bool protect = false;         // --protect: the region is mlocked on fault (pager.hpp)
   uint32_t lru_k = 0;           // --lru-k (generate's pager-lru-k): chunks each layer keeps; 0: not given
+  std::optional<int> pager_nice = kDefaultPagerNice;  // --pager-nice; nullopt: `inherit` (the process's)
 };
 
 // The flags' own checks (InputError naming the flag): chunk size, threads in 1..max_threads,
@@ -121,7 +127,9 @@ struct AccessCounts {
 nlohmann::json pager_counters_json(const AccessCounts& a, const Pager* p);
 // `latency_ns`: fault and fill quantiles.
 nlohmann::json pager_latency_json(const Pager* p);
-// source_stats, plan, readahead, fault, rejection.
+// `pager_thread`: the pager thread's nice, asked and got (null: no pager thread ran).
+nlohmann::json pager_thread_json(const Pager* p);
+// source_stats, plan, readahead, fault, pager_thread, protect, rejection.
 void add_pager_sections(nlohmann::json& j, const Pager* p, const PagerArmConfig& c, const FaultReport* fault);
 
 }  // namespace resid

@@ -15,6 +15,10 @@ namespace resid {
 
 nlohmann::json or_null(const std::string& s);
 nlohmann::json or_null(PlanError e);
+template <class T>
+nlohmann::json or_null(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 // `source_stats`: what the source and the Plan's windows did. Null report (arm A): the same
 // keys, engine null, zeros.
