@@ -96,6 +96,8 @@ def how_to_run(cmd: str, work: Path) -> tuple[str, Path]:
     if cmd == "bench/consumption.py":
         return (f"{cmd} --residctl {residctl} --model results/models/synthetic-dense.gguf --reps 1 --tokens 4"
                 " --ratios 0.5 --chunks 65536"), work
+    if cmd == "bench/pager_nice.py":
+        return f"{cmd} --residctl {residctl} --model results/models/synthetic-dense.gguf --pairs 1 --tokens 4", work
     if cmd == "bench/matched_overlap.py":
         return f"{cmd} --residctl {residctl} --config config/config.yaml --pairs 2", work
     if cmd == "engine/bench/stream_vs_fio.sh":
