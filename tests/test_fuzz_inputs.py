@@ -117,7 +117,7 @@ def test_trace_reader_reads_or_says_why(raw):
         return
     assert len(tr.records) == (len(raw) - 32) // 16
     # What gather and the analyses read of a trace that parsed.
-    tr.reference(), tr.reference_steps(), tr.outcomes_sha256(), tr.misses_per_pass()
+    tr.reference(), tr.reference_steps(), tr.outcomes_sha256()
     acc = tr.accesses
     int((acc["step"] >= tr.chunks).sum())
 

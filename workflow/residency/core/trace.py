@@ -49,13 +49,6 @@ class Trace:
         rows = np.stack([acc["step"], acc["chunk"], acc["flags"] & FLAG_MISS]).T.astype("<u4")
         return hashlib.sha256(rows.tobytes()).hexdigest()
 
-    def misses_per_pass(self) -> list[int]:
-        acc = self.accesses
-        passes = acc["step"] // max(self.chunks, 1)
-        miss = (acc["flags"] & FLAG_MISS) != 0
-        n = int(passes.max()) + 1 if len(acc) else 0
-        return [int(miss[passes == p].sum()) for p in range(n)]
-
 
 def read(path: str | os.PathLike) -> Trace:
     raw = open(path, "rb").read()
