@@ -14,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import snakemake_log
 from conftest import snakemake
+from test_rule_placement import run_cell_rules
 
 pytestmark = pytest.mark.integration
 
@@ -75,6 +77,29 @@ def test_every_run_recorded_and_within_its_limit(campaign):
 MODEL_TABLE = ["arm_row", "r", "reps", "valid", "exact", "gb_per_run", "bytes_per_token_over_t", "misses",
                "opt_misses", "tokens_per_s", "fault_p99_us", "peak_mib", "limit_mib", "misses_over_opt",
                "roofline_tokens_per_s", "fraction_of_roofline"]
+
+
+def touches_weights_or_disk(job: snakemake_log.Job) -> bool:
+    """A job that reads a model's or region's bytes (its input), writes one (its output) or
+    measures the disk (the probe): beside a run cell it would warm the page cache the cell is
+    measured on, or share its disk."""
+    files = job.inputs + job.outputs
+    return job.rule == "probe" or any(
+        f.endswith(".gguf") or (f.startswith("results/regions/") and f.endswith(".bin")) for f in files)
+
+
+def test_no_run_cell_shares_the_disk_or_the_weights_page_cache(campaign):
+    """The campaign ran with two cores: still, no job touching the weights or the disk ran
+    beside a run cell (on 2026-12-06 the speculative draft read the model beside arm A's
+    calibration, whose peak came out at half the model and inflated the reserve past it)."""
+    work, _ = campaign
+    jobs = snakemake_log.jobs(snakemake_log.campaign_log(work))
+    cells = [j for j in jobs if j.rule in run_cell_rules()]
+    assert cells, "the log shows no run cell"
+    assert all(j.end is not None for j in jobs), [j.rule for j in jobs if j.end is None]
+    beside = sorted({(c.rule, o.rule) for c in cells for o in jobs
+                     if o is not c and o.overlaps(c) and (touches_weights_or_disk(o) or o in cells)})
+    assert not beside, f"(run cell, job beside it): {beside}"
 
 
 def test_model_and_matched_tables_hold_their_invariants(campaign):

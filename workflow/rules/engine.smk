@@ -39,6 +39,8 @@ rule probe:
         RESIDCTL,
     output:
         "results/probe.json",
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/probe.log",
     conda:

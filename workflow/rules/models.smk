@@ -11,6 +11,8 @@ rule synthetic_region:
     params:
         size=PS["region_bytes"],
         seed=PS["seed"],
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/synthetic-region.log",
     conda:
@@ -29,6 +31,8 @@ rule region_content_digests:
         f"{REGION}.chunks-{{chunk}}.json",
     wildcard_constraints:
         chunk=r"\d+",
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/region-digests-{{chunk}}.log",
     conda:

@@ -53,6 +53,7 @@ rule model_smollm2:
     params:
         m=MODELS["smollm2"],
     resources:
+        storage_exclusive=1,
         mem_mb=500,
     log:
         f"{LOGS}/models/smollm2.log",
@@ -72,6 +73,8 @@ rule model_synthetic:
         variant="|".join(cells.SYNTHETIC_VARIANTS),
     params:
         spec=lambda w: json.dumps(cells.synthetic_section(config, w.variant), sort_keys=True, separators=(",", ":")),
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/models/synthetic-{{variant}}.log",
     conda:
@@ -90,6 +93,8 @@ rule model_verify:
         f"{MODELS_DIR}/{{model}}.json",
     wildcard_constraints:
         model=MADE_MODEL_RE,
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/models/identity-{{model}}.log",
     conda:
@@ -110,6 +115,8 @@ rule model_user:
     params:
         m=lambda w: USER_MODELS[w.name],
         license=lambda w: cells.opts(license=USER_MODELS[w.name].get("license")),
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/models/user-{{name}}.log",
     conda:
@@ -127,6 +134,8 @@ rule model_inventory:
         f"{MODELS_DIR}/{{model}}.inventory.json",
     wildcard_constraints:
         model=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/models/inventory-{{model}}.log",
     conda:
@@ -144,6 +153,8 @@ rule model_user_inventory:
         name=USER_NAME_RE,
     params:
         path=lambda w: USER_MODELS[w.name]["path"],
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/models/user-inventory-{{name}}.log",
     conda:
@@ -163,6 +174,8 @@ rule model_content_digests:
     wildcard_constraints:
         stem=f"{MADE_MODEL_RE}|user/({USER_NAME_RE})",
         chunk=r"\d+",
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/models/digests-{{stem}}-{{chunk}}.log",
     conda:

@@ -23,6 +23,8 @@ rule pager_model_graph_plan:
         prompt=PM["prompt"],
         flags=lambda w: cells.graph_plan_flags(mv(w)),
         config_digest=lambda w: cells.pm_digest(mv(w)),
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/pager_model/{{model}}/graph-plan.log",
     conda:

@@ -19,6 +19,8 @@ rule speculative_draft:
     params:
         type=config["speculative"]["draft_type"],
         commit=config["llama"]["commit"],
+    resources:
+        storage_exclusive=1,
     log:
         f"{LOGS}/speculative/draft.log",
     conda:
