@@ -204,6 +204,28 @@ def test_cross_arm_claims_need_a_hard_limit(tmp_path):
         assert any("hard host limit" in r for r in doc["reasons"])
 
 
+def test_a_kernel_arm_whose_limit_holds_the_model_is_not_judged(tmp_path):
+    # CI's tiny campaign, 2026-12-06: a reserve widened by a contaminated calibration put A's
+    # limit past the model and its overhead; A read the model once and P2 failed on D/A > 1.
+    root = project(tmp_path)
+    df = pd.read_parquet(root / "results" / "pager_model.parquet")
+    a = (df["arm"] == "kernel-mmap") & (df["campaign"] == "main")
+    natural = df.loc[a, "model_bytes"] + df.loc[a, "overhead_bytes"]  # A's peak with nothing evicted
+    assert df.loc[a, "limit_bytes"].notna().all() and (df.loc[a, "limit_bytes"] < natural).all()
+    for cid in ("P2", "P9"):
+        assert "holds the whole model" not in " ".join(claims.make(cid, root, SETTINGS)["reasons"]), cid
+
+    def past_the_model(df):
+        a = (df["arm"] == "kernel-mmap") & (df["campaign"] == "main") & (df["r"] == 0.75)
+        df.loc[a, "limit_bytes"] = df.loc[a, "model_bytes"] + df.loc[a, "overhead_bytes"]
+    _edit_runs(root, past_the_model)
+    for cid in ("P2", "P9"):
+        doc = claims.make(cid, root, SETTINGS)
+        assert doc["verdict"] == "insufficient-evidence", (cid, doc["reasons"])
+        held = [r for r in doc["reasons"] if "holds the whole model" in r]
+        assert len(held) == 1 and held[0].startswith("at r=0.75 arm A's host limit"), doc["reasons"]
+
+
 @pytest.mark.parametrize("cid", ["P2", "P6", "P7", "P8", "P9", "P10", "P11"])
 def test_claims_give_a_verdict_when_every_pager_run_was_killed(tmp_path, cid):
     # Runs killed before they wrote run.json leave nulls in every counter column: a claim

@@ -10,6 +10,10 @@ chunks and evicts among the step's own, so what is faulted, evicted and left res
 follows the threads' fault order: with 2 threads three D runs at r = 0.25 gave three
 traces, with 1 thread three identical ones. Those r are excluded from `d_deterministic`
 and listed, with the reason, in `determinism_excluded`; the byte halves cover every r.
+
+The D/A half needs the kernel baseline under a budget below the model: an r at which arm A's
+host limit holds the whole model and its overhead (model_runs.kernel_holds_model) leaves the
+claim insufficient-evidence, naming the r, since there A reads the model once by design.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def oversize_reason(reps) -> str | None:
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
     arms = [KERNEL_MMAP, PAGER_LRU, PAGER_DECLARED]
-    insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms)
+    insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms) + mr.kernel_holds_model(runs)
     a = mr.per_r(runs, KERNEL_MMAP, "physical_bytes_read")
     c = mr.per_r(runs, PAGER_LRU, "physical_bytes_read")
     d = mr.per_r(runs, PAGER_DECLARED, "physical_bytes_read")

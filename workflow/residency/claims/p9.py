@@ -10,6 +10,8 @@ Each arm's physical bytes per token over the model's bytes, per r, are in the va
 its tokens/s: the mechanism behind a kernel arm that is not flat. (Seen here: arm A's bytes
 per token fall from several model sizes at the smallest r to about one at the largest, the
 kernel's read-ahead and page cache under a v1 memory cgroup, so its tokens/s rise with r.)
+An r at which A's host limit holds the whole model and its overhead is named and leaves the
+claim insufficient-evidence (model_runs.kernel_holds_model): A's flatness needs a budget below it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ INFORMED_ARMS = [PAGER_DECLARED, PAGER_PREFETCH]
 def compute(frames, settings) -> ClaimResult:
     runs = frames["runs"]
     arms = KERNEL_ARMS + INFORMED_ARMS
-    insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms)
+    insufficient = mr.unenforced(runs, arms) + mr.missing_cells(runs, arms) + mr.kernel_holds_model(runs)
     flat_max = float(settings["p9_flat_max_ratio"])
     rise_min = float(settings["p9_rise_min_ratio"])
     tol = float(settings["p9_monotone_tolerance"])
