@@ -21,7 +21,9 @@ from conftest import ROOT, snakemake, tiny_config, tiny_workdir
 from residency.campaigns import progress
 from test_rule_placement import run_cell_rules
 
-pytestmark = [pytest.mark.cluster, pytest.mark.integration]  # never in the fast lane (-m "not integration")
+# never in the fast lane (-m "not integration"); its fixture, a local and a SLURM campaign, took up
+# to 45 min under load (2026-12-05), above the default per-test timeout
+pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.timeout(4800)]
 
 CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
 PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
