@@ -94,7 +94,8 @@ def test_no_run_cell_shares_the_disk_or_the_weights_page_cache(campaign):
     calibration, whose peak came out at half the model and inflated the reserve past it)."""
     work, _ = campaign
     jobs = snakemake_log.jobs(snakemake_log.campaign_log(work))
-    cells = [j for j in jobs if j.rule in run_cell_rules()]
+    run_rules = run_cell_rules()
+    cells = [j for j in jobs if j.rule in run_rules]
     assert cells, "the log shows no run cell"
     assert all(j.end is not None for j in jobs), [j.rule for j in jobs if j.end is None]
     beside = sorted({(c.rule, o.rule) for c in cells for o in jobs

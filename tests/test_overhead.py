@@ -91,6 +91,6 @@ def test_a_run_that_peaked_below_the_weights_it_held_is_refused(tmp_path):
     # Arm A's model is 40 MiB; a peak of 20 MiB means another process had half of it cached.
     a = _run(tmp_path, "a", 20 * MiB, {"subcommand": "generate", "arm": "kernel-mmap", "model": {"bytes": 40 * MiB}})
     d = _run(tmp_path, "d", 2 * MiB + 30 * MiB, _pager(0))
-    with pytest.raises(overhead.CalibrationError, match=r"a peaked at 20971520 bytes .*below the 41943040"):
+    with pytest.raises(overhead.CalibrationError, match=r"a peaked at 20971520 bytes \(its cgroup\), below the 41943040"):
         overhead.calibrate([d, a], tmp_path / "o.json")
     assert not (tmp_path / "o.json").exists()

@@ -15,8 +15,8 @@ overhead_spread_factor) is there because a run may need a few pages more than it
 calibration saw (a page of the binary's text charged late, a larger transient buffer): a
 limit at exactly the calibrated peak kills such a run. The spread is measured: the widest
 range (max - min) of one arm's remainders over its repetitions (at least 3), so a machine
-whose runs vary more gets the wider margin its own calibration shows. A run that peaked below
-the weight-side bytes it held is refused: its pages were charged elsewhere (arm A's model
+whose runs vary more gets the wider margin its own calibration shows. A run whose cgroup peaked
+below the weight-side bytes it held is refused: its pages were charged elsewhere (arm A's model
 pages read beside it by another job, 2026-12-06), and its remainder would widen the spread
 past the model.
 R is also the declared reserve R_policy of eq. 1 (reference 004 §2.1): the state a run needs
@@ -80,9 +80,9 @@ def calibrate(run_dirs, out, margin: float = 0.0, margin_min_bytes: int = 0, spr
             peak, method = int(cg["peak_bytes"]), "cgroup-peak"
         else:
             peak, method = int(h["rusage"]["maxrss_kib"]) * 1024, "maxrss"
-        if peak < prepaid:
+        if method == "cgroup-peak" and peak < prepaid:  # every byte a run holds is charged to its cgroup
             raise CalibrationError(
-                f"calibration run {d} peaked at {peak} bytes ({method}), below the {prepaid} weight-side bytes it "
+                f"calibration run {d} peaked at {peak} bytes (its cgroup), below the {prepaid} weight-side bytes it "
                 "held: part of them was charged to another process (a page cache warmed beside the run); "
                 "remove the directory and rerun it with no other job reading the model")
         samples.append({"run_dir": str(d), "arm": run.get("arm"), "peak_bytes": peak,
