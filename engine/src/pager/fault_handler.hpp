@@ -56,6 +56,9 @@ class FaultHandler final : public FaultQueue {
   }
   // Whether a fault waits for a consumption signal (set under the Pager's mutex).
   bool deferred_waiting() const { return deferred_waiting_.load(); }
+  // Whether a compute thread is blocked in a fault that will never be served: the run failed
+  // closed (no further read, copy or publication) with faults still waiting after a turn.
+  bool faults_stranded() const { return faults_stranded_.load(std::memory_order_relaxed); }
   // Pager::release_ahead_faults: defer nothing more; every deferred fault is decided now.
   void release_ahead_faults();
   // Pager::pause: hold the fault loop (a test control).
@@ -139,6 +142,7 @@ class FaultHandler final : public FaultQueue {
   std::atomic<bool> want_leave_notify_{false};
   std::atomic<bool> deferred_waiting_{false};  // a fault waits for a signal: signals notify
   std::atomic<bool> ahead_released_{false};    // release_ahead_faults: defer nothing more
+  std::atomic<bool> faults_stranded_{false};   // set at the end of each turn (pager thread)
   std::thread thread_;
   bool started_ = false;
   bool shut_ = false;

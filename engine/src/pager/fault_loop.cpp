@@ -97,6 +97,8 @@ bool FaultHandler::turn() {
     filler_->maybe_fire_reset_cell();  // before a blocking read is reaped: it is outstanding until then
     if (filler_->blocking()) progressed |= filler_->reap_completions();  // a blocking read completed in submit()
   }
+  // A fault still waiting now is on a chunk that is neither resident nor readable any more.
+  faults_stranded_.store(sh_.fail_closed && !pending_.empty() && !paused_, std::memory_order_relaxed);
   sh_.run_due_failure_callback();
   return progressed;
 }

@@ -73,6 +73,8 @@ PlanError Pager::try_plan_shutdown() { return faults_->try_plan_shutdown(); }
 
 void Pager::check_stall() { filler_->check_stall(); }
 
+bool Pager::faults_stranded() const { return faults_->faults_stranded(); }
+
 // ---- driver-facing calls ------------------------------------------------------------
 
 void Pager::enter(ChunkId c) {

@@ -214,6 +214,9 @@ class Pager final {
   std::string error() const;
   // Called once, from the pager thread, when the pager fails (watchdog, rejected read...).
   void set_failure_callback(std::function<void()> cb);
+  // Whether the pager failed closed with a compute thread blocked in a fault it will never
+  // serve (the workload cannot finish; FaultHandler::faults_stranded).
+  bool faults_stranded() const;
 
   PagerStats stats() const;
   SourceStats source_stats() const;

@@ -533,8 +533,8 @@ TEST(TSuite, Watchdog_StalledSource) {
 }
 
 // A rejected read (the file shrank under the pager) fails the pager with the reason and
-// is never published. The faulting thread stays blocked (never reads garbage or zeros),
-// so this runs in a forked child that exits without joining it.
+// is never published. The faulting thread stays blocked (never reads garbage or zeros) and
+// is shown stranded, so this runs in a forked child that exits without joining it.
 TEST(TSuite, RejectedReadFailsThePager) {
   SKIP_WITHOUT_UFFD();
   const pid_t pid = ::fork();
@@ -544,13 +544,18 @@ TEST(TSuite, RejectedReadFailsThePager) {
       Rig rig(8 * kChunk, 8, PolicyKind::Declared);
       if (::truncate(rig.path.c_str(), 4 * kChunk) != 0) ::_exit(10);
       if (rig.read_chunk(1) != 0) ::_exit(11);  // still inside the file: fine
+      if (rig.pager->faults_stranded()) ::_exit(16);  // nothing failed, nothing waits
       std::thread([&] { rig.read_chunk(6); }).detach();
       const auto deadline = std::chrono::steady_clock::now() + 10s;
       while (!rig.pager->failed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+      // The thread blocked on chunk 6 is shown stranded (the drivers then leave at once).
+      while (!rig.pager->faults_stranded() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
       if (!rig.pager->failed()) code = 12;
       else if (rig.pager->error().find("short read") == std::string::npos) code = 13;
       else if (rig.pager->resident(6)) code = 14;
       else if (rig.pager->stats().reconcile_mismatches != 0) code = 15;
+      else if (!rig.pager->faults_stranded()) code = 17;
       std::fprintf(stderr, "child: %s\n", rig.pager->error().c_str());
       std::error_code ec;
       std::filesystem::remove_all(rig.dir.path(), ec);  // _exit skips destructors

@@ -122,9 +122,12 @@ std::string RunMonitor::watch(Pager* pager, const std::function<std::string()>& 
     if (!why.empty()) return why;
   }
   if (done_) return {};
-  // The workload may be blocked in a fault the pager cannot serve: give it `grace` to
-  // notice, then leave with the evidence.
-  cv_.wait_for(lk, grace, [&] { return done_; });
+  // The workload may still finish (its threads were not waiting on what failed): give it
+  // `grace`, unless the pager shows a thread blocked in a fault it will never serve; then
+  // leave with the evidence.
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (!done_ && !pager->faults_stranded() && std::chrono::steady_clock::now() < until)
+    cv_.wait_for(lk, std::chrono::milliseconds(10));
   return done_ ? std::string() : "pager: " + pager->error();
 }
 

@@ -91,7 +91,8 @@ class RunMonitor {
   void pager_failed();
   // Returns "" when the workload finished; otherwise why it must be abandoned: the caller's
   // check failed, or the pager failed and the workload did not finish within `grace` (its
-  // threads are blocked in faults the pager cannot serve).
+  // threads are blocked in faults the pager cannot serve), or at once when the pager shows
+  // a thread stranded in such a fault (Pager::faults_stranded).
   std::string watch(Pager* pager, const std::function<std::string()>& check, std::chrono::milliseconds grace);
 
  private:
