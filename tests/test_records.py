@@ -29,6 +29,9 @@ def test_what_the_harness_writes_has_its_declared_shape(tmp_path):
                  "host": {"grade": "hard"}}, "/meta/r"),
     ("run", {"counters": {"misses": "many"}}, "/counters/misses"),
     ("run", {"wall_ns": 1.5}, "/wall_ns"),
+    # A key holding a line break (found by tests/test_fuzz_inputs.py) is shown escaped.
+    ("harness", {"schema_version": 1, "status": "ok", "engine": {"sha256": "e"}, "meta": {"\n": []},
+                 "host": {"grade": "hard"}}, "/meta['\\n']"),
 ])
 def test_a_record_off_its_shape_is_one_line_naming_the_field(kind, doc, field):
     with pytest.raises(records.RecordError) as exc:

@@ -29,6 +29,8 @@ def check(doc: dict, kind: str, path: str | Path) -> dict:
     naming `path`, the first offending field and why."""
     error = jsonschema.exceptions.best_match(validator(kind).iter_errors(doc))
     if error is not None:
-        where = error.json_path.removeprefix("$") or "/"
-        raise RecordError(f"{path}: {where.replace('.', '/')}: {' '.join(error.message.split())[:200]}")
+        where = (error.json_path.removeprefix("$") or "/").replace(".", "/")
+        # A key is the record's text: a line break in one must not break the message.
+        where = "".join(c if c.isprintable() else repr(c)[1:-1] for c in where)
+        raise RecordError(f"{path}: {where}: {' '.join(error.message.split())[:200]}")
     return doc
