@@ -399,8 +399,11 @@ MEASURED = {"P5": p5_from_runs, "P9": p9_from_runs, "C2": c2_from_runs, "C8": c8
             "C10": c10_from_runs}
 
 
-def test_claims_hold_and_verify(campaign):
-    work, env = campaign
+def test_claims_hold(campaign):
+    """Each claim's verdict against what its runs show. That every record verifies and replays
+    is test_verify_all_deep_passes_on_the_campaign's (one `verify --all --deep`), the
+    single-claim commands the README test's."""
+    work, _ = campaign
     ledger = json.loads((work / "claims" / "ledger.json").read_text())
     grades = {g for name in ("pager_model", "matched_source")
               for g in pd.read_parquet(work / "results" / f"{name}.parquet")["host_grade"] if g != "instrumented"}
@@ -423,10 +426,6 @@ def test_claims_hold_and_verify(campaign):
             expected_verdict(cid, doc, grades == {"hard"})
         if cid in MEASURED and doc["verdict"] != "insufficient-evidence":
             MEASURED[cid](work, doc)
-        for what in ("verify", "replay"):
-            p = subprocess.run([sys.executable, "-m", "residency.cli", what, "--claim", cid],
-                               cwd=work, capture_output=True, text=True, env=env)
-            assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(e["id"] for e in ledger["claims"]) == sorted(
         ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8",
          "P9", "P10", "P11"])
