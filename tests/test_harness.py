@@ -22,7 +22,10 @@ def fake_engine(tmp_path, body: str) -> str:
 
 
 def children(loc):
-    return sorted(p.name for p in loc.parent.iterdir() if p.is_dir() and p.name.startswith("residency-"))
+    """This process's cell cgroups (residency-<pid>-...): another test worker's campaign makes
+    and removes its own beside them."""
+    mine = f"residency-{os.getpid()}-"
+    return sorted(p.name for p in loc.parent.iterdir() if p.is_dir() and p.name.startswith(mine))
 
 
 @needs_cgroup
