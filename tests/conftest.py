@@ -113,7 +113,9 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ByWorkUnit(LoadScopeScheduling):
-        """pytest-xdist's loadscope with the units above, in collection order."""
+        """pytest-xdist's loadscope with the units above, in collection order (not its
+        `--dist loadgroup`: xdist 3.8 tags the groups on `item._nodeid`, which pytest 9.2 no
+        longer reads, so every group would be split)."""
 
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
