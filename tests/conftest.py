@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 import campaign_snapshot
+import checkout_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
@@ -106,6 +107,14 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"tests/conftest.py: add {', '.join(stray)} to CAMPAIGN_FILES (its tests use the campaign)")
     rank = {unit: n for n, unit in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable: file order otherwise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test, set-up to teardown, holds the checkout lock: exclusively when it changes the
+    checkout's files, else shared (tests/checkout_lock.py says why)."""
+    with checkout_lock.held(ROOT / ".build" / "pytest", item.get_closest_marker("changes_checkout") is not None):
+        return (yield)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist

@@ -464,6 +464,7 @@ def test_rerun_is_a_no_op(campaign):
     assert "Nothing to be done" in p.stdout + p.stderr
 
 
+@pytest.mark.changes_checkout
 def test_a_change_three_imports_deep_remakes_what_runs_it_and_nothing_else(campaign):
     """evidence/extents.py is imported by gather.pager through exactness and demand: changed
     (Snakemake compares an input's checksum, so a touch is not a change), it remakes the model
