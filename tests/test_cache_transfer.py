@@ -130,7 +130,8 @@ def test_c7_holds_on_the_host_and_names_the_gpu_half_when_every_pair_is_exact_an
     assert v["bytes_reduction"] == pytest.approx(1 - 790 / 2000)
     assert v["decode_reduction"] == pytest.approx(1 - 5 / 17)
     assert v["pairs"]["0"]["cold_start"] == [True, True] and v["pairs"]["0"]["first_decode_hits"]["lru_k"] is not None
-    assert "five prompts" in v["protocol_revision"]["follows"] and v["protocol_revision"]["revision"].startswith("C7 r1")
+    assert [r["revision"] for r in v["protocol_revisions"]] == ["C7 r1 (issue 22)"]
+    assert "five prompts" in v["protocol_revisions"][0]["follows"]
 
 
 @pytest.mark.parametrize("kw, pointer", [

@@ -191,7 +191,7 @@ def test_c8_passes_at_its_own_operating_point(tmp_path):
     assert v["premise"] == {"h_cap_bytes": 6 << 20, "p_natural_peak_bytes": 5 << 20, "p_natural_below_cap": True}
     # S = 8 MiB, H_cap - R_policy = 6 - 2 MiB: margin 4 MiB in both cells
     assert v["eq1"]["cells"] == ["P", "F"] and v["eq1"]["margin_bytes"] == [4 << 20] * 2
-    assert v["admissible"] == [True, True] and v["protocol_revision"]["revision"] == "C8 r1 (issue 22)"
+    assert v["admissible"] == [True, True] and [r["revision"] for r in v["protocol_revisions"]][-1] == "C8 r1 (issue 22)"
 
 
 @pytest.mark.parametrize("kw, failing", [

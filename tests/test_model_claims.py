@@ -121,7 +121,7 @@ def test_p6_asserts_both_halves(tmp_path):
     at = {x["r"]: x for x in doc["values"]["per_r"]}[0.5]
     assert (at["e_over_d_demand_fault_p99"], at["e_over_d_fault_p99"]) == (4000 / 5000, 9000 / 5000)
     assert at["e_over_d_token_p99"] is not None  # reported beside
-    assert doc["values"]["protocol_revision"]["revision"].startswith("P6 r1")
+    assert [r["revision"] for r in doc["values"]["protocol_revisions"]] == ["chunk scale r1 (issue 22)", "P6 r1 (issue 22)"]
 
 
 @pytest.mark.parametrize("half, worse_at", [("high", 0.5), ("low", 0.25)])

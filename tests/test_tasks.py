@@ -215,7 +215,7 @@ def test_c5_passes_with_equal_f1_and_every_task_direction_favourable():
     assert v["control_arm"] == "kernel-mmap" and v["aggregate_f1_delta"] == 0.0  # the established control
     assert v["cycle"]["total_control_wall_s"] == 4.0 and v["cycle"]["total_candidate_over_control"] == 0.5
     assert v["cycle"]["favourable_against_a_nonresident_control"] == [True, True]
-    assert v["protocol_revision"]["revision"].startswith("C5 r1") and "6 GiB" in v["protocol_revision"]["follows"]
+    assert c5.REVISION["revision"].startswith("C5 r1") and "6 GiB" in c5.REVISION["follows"]
 
 
 def test_c5_fails_when_one_task_direction_is_unfavourable():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from residency.claims import history
+from residency.claims import history, revisions
 from residency.core.arms import KERNEL_MMAP
 from residency.claims import c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, record
 from residency.claims.model_runs import MODEL_OPT, MODEL_ROOFLINE, MODEL_RUNS
@@ -104,6 +104,7 @@ def compute(claim_id: str, root: Path, settings: dict, protocol: dict | None = N
     mod = module(claim_id)
     frames = load_frames(inputs_of(claim_id, results), root)
     result = mod.compute(frames, settings)
+    result.values["protocol_revisions"] = revisions.of(claim_id, mod)
     return record.build(claim_id, mod.REFERENCE, result, input_paths(claim_id, results),
                         scope_of(frames, root), settings, root, protocol)
 

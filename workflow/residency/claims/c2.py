@@ -164,5 +164,4 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/windows_free_at_every_close", "all_true", why="every window free at every close"),
         Assertion("/values/eq1_holds", "all_true", why="eq. 1: managed bytes exceed the host cap minus the reserve"),
     ]
-    values["protocol_revision"] = REVISION
     return ClaimResult(headline, values, assertions, insufficient)

@@ -51,8 +51,7 @@ def compute(frames, settings) -> ClaimResult:
     tol = float(settings["c5_f1_tolerance"])
     d = v.get("aggregate_f1_delta")
     v.update(f1_tolerance=tol, abs_aggregate_f1_delta=abs(d) if d is not None else None,
-             control_rule="the established control: the first of tasks.controls (004 A.2, 'its established control')",
-             protocol_revision=REVISION)
+             control_rule="the established control: the first of tasks.controls (004 A.2, 'its established control')")
     c = v["cycle"]
     headline = (f"{v.get('n')} tasks under one hard cap: aggregate F1 control {control} "
                 f"{fmt(v.get('aggregate_f1_control'), '.4f')}, candidate {v.get('candidate_arm')} at "

@@ -54,7 +54,7 @@ def compute(frames, settings) -> ClaimResult:
     c = v["cycle"]
     tc, tk = c.get("total_control_wall_s"), c.get("total_candidate_wall_s")
     c["shorter_against_a_nonresident_control"] = None if tc is None or tk is None else tk < tc
-    v.update(controls=summaries, control_rule=C6_RULE, control_arm=control, protocol_revision=REVISION,
+    v.update(controls=summaries, control_rule=C6_RULE, control_arm=control,
              valid_cells=2 * v.get("n", 0) if not insufficient else None)
     d = v.get("aggregate_f1_delta")
     met = None if d is None else d == 0.0

@@ -104,7 +104,7 @@ def compute(frames, settings) -> ClaimResult:
          "exact": [x for p in pairs.values() for x in (p["tokens_equal"], p["logits_equal"])],
          "fewer_bytes": [p["fewer_bytes"] for p in pairs.values()],
          "lower_decode": [p["lower_decode"] for p in pairs.values()],
-         "h2d_bytes_fewer": None, "protocol_revision": REVISION}
+         "h2d_bytes_fewer": None}
 
     def change(reduction):  # the signed change, LRU-k against zero reuse (a negative reduction is a rise)
         return "n/a" if reduction is None else f"{-100 * reduction:+.3f}%"

@@ -106,7 +106,6 @@ def compute(frames, settings) -> ClaimResult:
     if grades - {"hard"}:
         insufficient.append(f"the host peaks need a hard host limit; grades here: {sorted(map(str, grades))}")
     values = _values(natural, p, f)
-    values["protocol_revision"] = REVISION
     mib = lambda v: None if v is None else v / 2**20  # noqa: E731
     headline = (f"Host peak buffered P {fmt(mib(values['p_peak_bytes']), '.1f')} MiB against bounded direct F "
                 f"{fmt(mib(values['f_peak_bytes']), '.1f')} MiB ({fmt(values['peak_reduction_fraction'], '.1%')} lower) "

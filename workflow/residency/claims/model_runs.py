@@ -13,20 +13,6 @@ MODEL_OPT = "results/pager_model_opt.parquet"
 MODEL_ROOFLINE = "results/pager_model_roofline.parquet"  # the storage bandwidth calibration (roofline.py)
 
 
-# The real-model study's chunk scale (issue 22), named by P7, P8 and P9.
-CHUNK_REVISION = {
-    "revision": "chunk scale r1 (issue 22)",
-    "change": "pager_model.chunk_bytes 512 KiB (SmolLM2 in 188 chunks, huge_chunks off), was 2 MiB (47 chunks)",
-    "reason": ("at 47 chunks LRU kept a few chunks across passes (C read 0.894 x the model per token at r = 0.75) and "
-               "D/OPT sat above its value at finer chunks; the reference's model is about a thousand chunks of 2 MiB. "
-               "128 KiB (751 chunks) cost about 3x more per pager run on this disk (0.4 ms per O_DIRECT read), more "
-               "than the default campaign's time carries; config/paper.yaml keeps 2 MiB for a model of a few GB"),
-    "follows": ("000: \"All real-model numbers are Qwen2.5-3B-Instruct Q4_K_M, CPU-only, 64 generated tokens\"; "
-                "\"D/OPT = 1.08-1.13 on the real model ... and exactly 1.00 on the synthetic workload at realistic "
-                "chunk counts\""),
-}
-
-
 def main_runs(runs: pd.DataFrame, arm: str | None = None) -> pd.DataFrame:
     df = runs[runs["campaign"] == "main"]
     return df if arm is None else df[df["arm"] == arm]

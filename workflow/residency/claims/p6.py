@@ -102,7 +102,7 @@ def compute(frames, settings) -> ClaimResult:
     insufficient += _insufficient(f"high (r >= {HIGH_MIN_R:g})", high_rows, high)
     insufficient += _insufficient(f"low (r <= {LOW_MAX_R:g})", low_rows, low)
     values = {"per_r": per, "high_r": {"ratios": [x["r"] for x in high_rows], **high},
-              "low_r": {"ratios": [x["r"] for x in low_rows], **low}, "protocol_revision": REVISION}
+              "low_r": {"ratios": [x["r"] for x in low_rows], **low}}
     headline = ("E over D per r (bytes, demand faults, p99 demand-fault latency; beside: p99 of every exposed "
                 "wait, p99 token latency): " + "; ".join(
                     f"{x['r']:g}: x{fmt(x['e_over_d_bytes'], '.3f')}, x{fmt(x['e_over_d_demand_faults'], '.2f')}, "

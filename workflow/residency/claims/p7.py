@@ -69,5 +69,4 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/opt_is_a_floor", "all_true", why="D/OPT >= 1 (OPT is a lower bound)"),
         Assertion("/values/within_reference_gap", "all_true", why=f"D/OPT <= {top} at every r"),
     ]
-    values["protocol_revision"] = mr.CHUNK_REVISION
     return ClaimResult(headline, values, assertions, insufficient)

@@ -55,5 +55,4 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/faults_at_least_layer_transitions", "all_true",
                   why="C handles at least as many demand faults as layer transitions"),
     ]
-    values["protocol_revision"] = mr.CHUNK_REVISION
     return ClaimResult(headline, values, assertions, insufficient)

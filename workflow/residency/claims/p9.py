@@ -80,7 +80,6 @@ def compute(frames, settings) -> ClaimResult:
         Assertion("/values/informed_arms_monotone", "all_true",
                   why=f"D and E: no step to a larger r loses more than {tol:.0%}"),
     ]
-    values["protocol_revision"] = mr.CHUNK_REVISION
     return ClaimResult(headline, values, assertions, insufficient)
 
 
