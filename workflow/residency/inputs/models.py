@@ -48,13 +48,11 @@ class ModelError(Exception):
 def embedded_default(section: str) -> dict:
     """A section of the embedded default config (config/config.yaml of this checkout): what
     the `llama` and `models` rules use when a config leaves that optional section out."""
-    import yaml
-
-    from residency.core.config import SCHEMA_PATH
+    from residency.core.config import SCHEMA_PATH, read_yaml
 
     path = SCHEMA_PATH.parents[2] / "config" / "config.yaml"
     with open(path) as fh:
-        return yaml.safe_load(fh)[section]
+        return read_yaml(fh)[section]
 
 
 # ---------------------------------------------------------------------------- reader
