@@ -90,9 +90,24 @@ def cluster_run(slurm, campaign, tmp_path_factory):
     took = time.monotonic() - t0
     if proc.returncode != 0:
         pytest.fail("snakemake through SLURM failed:\n" + proc.stderr[-4000:])
-    print(f"\nthe tiny pipeline through SLURM took {took:.0f} s")
     jobs = _sacct(slurm, since)
+    busy = _node_busy_s(jobs)
+    # Kept beside the run (make test-cluster's --basetemp): where the cluster side's time goes.
+    jobs.to_csv(work / "sacct.csv", index=False)
+    print(f"\nthe tiny pipeline through SLURM took {took:.0f} s: {len(jobs)} SLURM jobs, the node busy "
+          f"{busy:.0f} s of it (the jobs' sacct times in {work / 'sacct.csv'})")
     return work, jobs
+
+
+def _node_busy_s(jobs: pd.DataFrame) -> float:
+    """Seconds in which at least one job ran (the union of the jobs' start-end spans)."""
+    total, end = 0.0, None
+    for s, e in sorted(zip(jobs["start"], jobs["end"])):
+        if end is None or s > end:
+            total, end = total + (e - s).total_seconds(), e
+        elif e > end:
+            total, end = total + (e - end).total_seconds(), e
+    return total
 
 
 def _sacct(env: dict, since: str) -> pd.DataFrame:
