@@ -159,7 +159,7 @@ golden: venv engine-test-build
 # inputs are the same (tests/campaign_snapshot.py), else run here. Root: the daemons run as root.
 test-cluster: engine-test-build
 	workflow/scripts/cluster.sh install
-	RESID_TEST_CAMPAIGN_SNAPSHOT=reuse PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m cluster --basetemp=$(abspath .build/pytest-cluster) tests/test_cluster.py
+	RESID_TEST_CAMPAIGN_SNAPSHOT=reuse PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -rP -m cluster --basetemp=$(abspath .build/pytest-cluster) tests/test_cluster.py
 
 # The benchmarks: ratios measured side by side in one run (the engine and SmolLM2 first).
 bench: sysdeps venv
