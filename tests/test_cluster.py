@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from cluster_timing import node_time
 from conftest import ROOT, snakemake, tiny_config, tiny_workdir
 from residency.campaigns import progress
 from test_rule_placement import run_cell_rules
@@ -93,29 +94,11 @@ def cluster_run(slurm, campaign, tmp_path_factory):
     jobs = _sacct(slurm, since)
     # Kept beside the run (make test-cluster's --basetemp): where the cluster side's time goes.
     jobs.to_csv(work / "sacct.csv", index=False)
-    t = _node_time(jobs)
+    t = node_time(jobs)
     print(f"\nthe tiny pipeline through SLURM took {took:.0f} s: {t['jobs']} SLURM jobs (median {t['median_job']:.0f} s), "
           f"the node busy {t['busy']:.0f} s, waiting for SLURM to start a queued job {t['turnover']:.0f} s, "
           f"for Snakemake to submit one {t['idle']:.0f} s (sacct times: {work / 'sacct.csv'})")
     return work, jobs
-
-
-def _node_time(jobs: pd.DataFrame) -> dict:
-    """Where the node's time went, from the jobs' sacct times (one node, one job at a time
-    for run cells): `busy` the seconds some job ran; between one job's end and the next one's
-    start, `turnover` when that job was already queued (SLURM's own start latency) and
-    `idle` when it was not (waiting for Snakemake to see a finish and submit what follows)."""
-    out = {"jobs": len(jobs), "busy": 0.0, "turnover": 0.0, "idle": 0.0,
-           "median_job": float((jobs["end"] - jobs["start"]).dt.total_seconds().median())}
-    end = None
-    for _, j in jobs.sort_values("start").iterrows():
-        if end is not None and j["start"] > end:
-            gap = (j["start"] - end).total_seconds()
-            out["turnover" if j["submit"] <= end else "idle"] += gap
-        run_from = j["start"] if end is None else max(j["start"], end)
-        out["busy"] += max(0.0, (j["end"] - run_from).total_seconds())
-        end = j["end"] if end is None else max(end, j["end"])
-    return out
 
 
 def _sacct(env: dict, since: str) -> pd.DataFrame:
