@@ -12,13 +12,18 @@ which the layer that calls it imports (`resolve`); the string is the import, mad
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import hashlib
 import importlib
+import json
+import os
 import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/residency
 PACKAGE = PACKAGE_DIR.name
+GRAPH_CACHE = PACKAGE_DIR / "__pycache__" / "import-graph.json"  # beside Python's own caches (graph())
 REFERENCE = re.compile(rf"^({PACKAGE}(?:\.\w+)*):(\w+)$")  # "residency.gather.pager:PAGER_MODEL_SCHEMA"
 
 
@@ -79,11 +84,64 @@ def _tree(module: str) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
-@functools.cache
-def edges(module: str, references: bool = True) -> frozenset[str]:
-    """The modules `module` imports directly (`references`: its "module:attribute" strings too)."""
+def _edges_read(module: str, references: bool) -> frozenset[str]:
     nodes = ast.walk(_tree(module))
     return frozenset(imported_by(nodes, module, modules()[module].name == "__init__.py", references) - {module})
+
+
+def source_digest() -> str:
+    """sha256 over every module's name and bytes: what the import graph is a function of."""
+    h = hashlib.sha256()
+    for name, path in sorted(modules().items()):
+        data = path.read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+@functools.cache
+def graph() -> dict[str, dict[bool, frozenset[str]]]:
+    """Every module's direct imports, with and without its "module:attribute" strings.
+    Reading them parses the whole package (about half a second), and every Snakemake start
+    needs them (each SLURM job starts two), so the graph is kept in GRAPH_CACHE under the
+    digest of the sources it was read from: any change to any module, or a module added or
+    removed, reads it again."""
+    digest = source_digest()
+    if (kept := _kept(digest)) is not None:
+        return kept
+    read = {m: {True: _edges_read(m, True), False: _edges_read(m, False)} for m in modules()}
+    _keep(digest, read)
+    return read
+
+
+def _kept(digest: str) -> dict | None:
+    """The cached graph if it was read from these sources (else None: absent, damaged, stale)."""
+    try:
+        kept = json.loads(GRAPH_CACHE.read_text())
+        if kept.get("digest") == digest and set(kept["edges"]) == set(modules()):
+            return {m: {True: frozenset(e["refs"]), False: frozenset(e["imports"])} for m, e in kept["edges"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _keep(digest: str, read: dict) -> None:
+    """Write the cache whole or not at all (another process may read it now); a cache that
+    cannot be written (a read-only checkout) is only not kept."""
+    doc = {"digest": digest, "edges": {m: {"refs": sorted(e[True]), "imports": sorted(e[False])} for m, e in read.items()}}
+    tmp = GRAPH_CACHE.with_name(f"{GRAPH_CACHE.name}.{os.getpid()}.tmp")
+    try:
+        GRAPH_CACHE.parent.mkdir(exist_ok=True)
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, GRAPH_CACHE)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def edges(module: str, references: bool = True) -> frozenset[str]:
+    """The modules `module` imports directly (`references`: its "module:attribute" strings too)."""
+    return graph()[module][references]
 
 
 def closure(entries, skip=lambda importer, imported: False, references: bool = True) -> set[str]:
