@@ -41,7 +41,7 @@ def test_every_listed_revision_is_named_by_the_claims_it_lists():
     claims whose records carry it, so no revision is listed and never recorded."""
     named = {cid: {r["revision"] for r in revs} for cid, revs in named_revisions().items()}
     for rid, section in listed().items():
-        line = re.search(r"^- Claims: (.*)$", section, flags=re.M)
+        line = re.search(r"^- Claims: (.*(?:\n  .*)*)", section, flags=re.M)  # the item with its wrapped lines
         ids = set(re.findall(r"\b[CP]\d+\b", line.group(1) if line else rid.split()[0]))
         assert ids, f"{rid}: no claim named"
         assert {cid for cid in ids if rid in named.get(cid, set())} == ids, (rid, sorted(ids))
