@@ -1,6 +1,8 @@
-"""The tiny pipeline through the SLURM profile on a real single-host SLURM cluster
-(workflow/scripts/cluster.sh: munged, MariaDB, slurmdbd, slurmctld, slurmd), started and
-stopped here, compared with the same tiny pipeline run locally (the `campaign` fixture).
+"""The SLURM path on a real single-host SLURM cluster (workflow/scripts/cluster.sh: munged,
+MariaDB, slurmdbd, slurmctld, slurmd), started and stopped here: one job of every rule that
+goes to SLURM, run through the repository's SLURM profile in a copy of the tiny pipeline run
+locally (the `campaign` fixture), and compared with that local run (tests/cluster_plan.py says
+which jobs and why: the integration lane already runs the whole pipeline locally).
 
 Run with `make test-cluster` (pytest -m cluster); `make test` leaves it out."""
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -17,13 +20,14 @@ import pandas as pd
 import pytest
 import yaml
 
+import cluster_plan
 from cluster_timing import node_time
-from conftest import ROOT, snakemake, tiny_config, tiny_workdir
-from residency.campaigns import progress
+from conftest import ROOT, pipeline_env, snakemake
 from test_rule_placement import run_cell_rules
 
-# never in the fast lane (-m "not integration"); its fixture, a local and a SLURM campaign, took up
-# to 45 min under load (2026-12-05), above the default per-test timeout
+# never in the fast lane (-m "not integration"); its fixture, a local campaign and the SLURM
+# jobs, took up to 45 min under load when it ran the whole pipeline (2026-12-05), above the
+# default per-test timeout
 pytestmark = [pytest.mark.cluster, pytest.mark.integration, pytest.mark.timeout(4800)]
 
 CLUSTER_SH = ROOT / "workflow" / "scripts" / "cluster.sh"
@@ -81,24 +85,58 @@ def _site_profile(work: Path) -> Path:
     return out
 
 
+def _seed(local: Path, work: Path) -> None:
+    """`work` becomes a copy of the local campaign: its files with their times, and Snakemake's
+    metadata of them (so nothing is out of date), without the local run's logs and locks."""
+    def skip(folder: str, names: list[str]) -> set[str]:
+        return {"locks", "log", "incomplete"} & set(names) if Path(folder).name == ".snakemake" else set()
+    shutil.copytree(local, work, symlinks=True, dirs_exist_ok=True, ignore=skip)
+
+
+def _remove_outputs(work: Path, jobs) -> list[str]:
+    """The jobs' outputs (a run cell's whole run directory), so what SLURM writes is new."""
+    outs = [o for j in jobs for o in j.outputs]
+    for o in outs:
+        f = work / o
+        if f.name == "harness.json":
+            shutil.rmtree(f.parent)
+        else:
+            f.unlink(missing_ok=True)
+    return outs
+
+
+def _through_slurm(work: Path, env: dict, profile: Path, *args: str) -> None:
+    proc = snakemake(work, *args, "--profile", str(profile), "--workflow-profile", "none",
+                     "--slurm-init-seconds-before-status-checks", "2", env=env, timeout=3600)
+    if proc.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args[:3])} ... through SLURM failed:\n" + proc.stderr[-4000:])
+
+
 @pytest.fixture(scope="module")
 def cluster_run(slurm, campaign, tmp_path_factory):
-    work = tiny_workdir(tmp_path_factory.mktemp("slurm-pipeline"))
+    """The planned jobs through SLURM: the leaves forced again by `snakemake figures` (with
+    everything files-only after them), then one job of each other rule forced as a target."""
+    local, _ = campaign
+    work = tmp_path_factory.mktemp("slurm-pipeline")
+    _seed(local, work)
+    listed = snakemake(work, "figures", "-n", "--forceall", "--cores", "1", env=pipeline_env())
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    plan = cluster_plan.plan(cluster_plan.parse_dry_run(listed.stdout), cluster_plan.slurm_rules())
+    profile = _site_profile(work)
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
     t0 = time.monotonic()
-    proc = snakemake(work, "figures", "--profile", str(_site_profile(work)), "--workflow-profile", "none",
-                     "--slurm-init-seconds-before-status-checks", "2", env=slurm, timeout=3600)
+    _through_slurm(work, slurm, profile, "figures", "--forcerun", *_remove_outputs(work, plan.rerun))
+    forced = _remove_outputs(work, plan.forced)
+    _through_slurm(work, slurm, profile, *forced, "--forcerun", *forced)
     took = time.monotonic() - t0
-    if proc.returncode != 0:
-        pytest.fail("snakemake through SLURM failed:\n" + proc.stderr[-4000:])
     jobs = _sacct(slurm, since)
     # Kept beside the run (make test-cluster's --basetemp): where the cluster side's time goes.
     jobs.to_csv(work / "sacct.csv", index=False)
     t = node_time(jobs)
-    print(f"\nthe tiny pipeline through SLURM took {took:.0f} s: {t['jobs']} SLURM jobs (median {t['median_job']:.0f} s), "
+    print(f"\n{len(plan.jobs())} jobs through SLURM took {took:.0f} s: {t['jobs']} SLURM jobs (median {t['median_job']:.0f} s), "
           f"the node busy {t['busy']:.0f} s, waiting for SLURM to start a queued job {t['turnover']:.0f} s, "
           f"for Snakemake to submit one {t['idle']:.0f} s (sacct times: {work / 'sacct.csv'})")
-    return work, jobs
+    return work, jobs, plan
 
 
 def _sacct(env: dict, since: str) -> pd.DataFrame:
@@ -113,18 +151,27 @@ def _sacct(env: dict, since: str) -> pd.DataFrame:
     return df
 
 
-def _cells() -> list[str]:
-    """Every run cell's harness.json of the tiny pipeline (paths do not depend on the build)."""
-    return [r for study in progress.study_runs(tiny_config("")).values() for r in study]
+def _cells(plan: cluster_plan.Plan) -> list[str]:
+    """The harness.json of every run cell that ran through SLURM."""
+    return [o for j in plan.jobs() if j.rule in RUN_RULES for o in j.outputs if o.endswith("harness.json")]
 
 
 def _harness(work: Path, cell: str) -> dict:
     return json.loads((work / cell).read_text())
 
 
+def test_slurm_ran_the_planned_jobs_and_no_other(cluster_run):
+    """One job of every rule that is not a localrule (the plan), each a COMPLETED SLURM job,
+    and nothing else: files-only steps stayed in the Snakemake process."""
+    _, jobs, plan = cluster_run
+    assert sorted(jobs["rule"]) == sorted(j.rule for j in plan.jobs()), jobs[["job_id", "comment"]].to_string()
+    assert {j.rule for j in plan.jobs()} >= RUN_RULES, "a run rule had no job in the tiny pipeline"
+    assert (jobs["state"] == "COMPLETED").all(), jobs[jobs["state"] != "COMPLETED"].to_string()
+
+
 def test_every_run_cell_was_its_own_slurm_job(cluster_run):
-    work, jobs = cluster_run
-    cells = _cells()
+    work, jobs, plan = cluster_run
+    cells = _cells(plan)
     by_id = jobs.set_index("job_id")
     ids = []
     for cell in cells:
@@ -142,7 +189,7 @@ def test_every_run_cell_was_its_own_slurm_job(cluster_run):
 def test_run_cells_held_the_node_alone(cluster_run):
     """--exclusive: no job ran beside a run cell, although several run cells waited at once
     (so SLURM, not Snakemake's own scheduling, kept them apart)."""
-    _, jobs = cluster_run
+    _, jobs, _ = cluster_run
     cells = jobs[jobs["rule"].isin(RUN_RULES)]
     for _, c in cells.iterrows():
         other = jobs[(jobs["job_id"] != c["job_id"]) & (jobs["start"] < c["end"]) & (jobs["end"] > c["start"])]
@@ -154,9 +201,9 @@ def test_run_cells_held_the_node_alone(cluster_run):
 
 
 def test_each_cell_made_its_cgroup_inside_its_job(cluster_run, campaign):
-    work, _ = cluster_run
+    work, _, plan = cluster_run
     local, _ = campaign
-    for cell in _cells():
+    for cell in _cells(plan):
         host, here = _harness(work, cell)["host"], _harness(local, cell)["host"]
         if host["grade"] == "unenforced":
             assert host["reason"], f"{cell}: unenforced without a reason"
@@ -179,8 +226,8 @@ def _expected_outcome(cell: str, h: dict) -> bool:
 
 
 def test_every_cluster_run_completed(cluster_run):
-    work, _ = cluster_run
-    bad = {c: h["status"] for c in _cells() if not _expected_outcome(c, h := _harness(work, c))}
+    work, _, plan = cluster_run
+    bad = {c: h["status"] for c in _cells(plan) if not _expected_outcome(c, h := _harness(work, c))}
     assert not bad, bad
 
 
@@ -207,9 +254,11 @@ def _deterministic_synthetic(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_deterministic_outputs_match_the_local_run(cluster_run, campaign):
-    work, _ = cluster_run
+    work, _, plan = cluster_run
     local, _ = campaign
-    for rel in ["results/regions", "results/models"]:
+    remade = [o for j in plan.jobs() if j.rule not in RUN_RULES for o in j.outputs if o.startswith(("results/regions/", "results/models/"))]
+    assert remade, "SLURM made no region or model file to compare"
+    for rel in ["results/regions", "results/models"]:  # the remade ones among them
         for f in sorted((local / rel).rglob("*")):
             if f.is_file() and f.suffix in (".bin", ".gguf", ".json"):
                 assert _sha(f) == _sha(work / f.relative_to(local)), f"{f.relative_to(local)} differs"
@@ -217,19 +266,21 @@ def test_deterministic_outputs_match_the_local_run(cluster_run, campaign):
     b = _deterministic_synthetic(pd.read_parquet(local / "results" / "pager_synthetic.parquet"))
     both = a.index.intersection(b.index)
     assert len(both) >= 0.9 * len(b), f"only {len(both)} of {len(b)} deterministic cells ran ok in both"
+    ran = {str(Path(c).parent) for c in _cells(plan) if "/pager_synthetic/main/" in c}
+    assert ran and ran <= set(both), f"the synthetic cells SLURM ran are not among those compared: {ran}"
     pd.testing.assert_frame_equal(a.loc[both, SYNTHETIC_COUNTS], b.loc[both, SYNTHETIC_COUNTS])
     for run_dir in both:  # the traces themselves, byte for byte
         assert _sha(work / run_dir / "trace.bin") == _sha(local / run_dir / "trace.bin"), run_dir
-    model_cells = [c for c in _cells() if "/pager_model/" in c or "/matched_source/" in c]
-    for cell in _ok_in_both(work, local, model_cells):
-        d = Path(cell).parent
-        if (local / d / "tokens.json").exists():
-            for name in ("tokens.json", "logits.sha256"):
-                assert (work / d / name).read_bytes() == (local / d / name).read_bytes(), f"{d}/{name}"
+    model_cells = [c for c in _cells(plan) if "/pager_model/" in c or "/matched_source/" in c]
+    generated = [Path(c).parent for c in _ok_in_both(work, local, model_cells) if (local / Path(c).parent / "tokens.json").exists()]
+    assert generated, f"no model run that generated tokens ran ok through SLURM and locally: {model_cells}"
+    for d in generated:
+        for name in ("tokens.json", "logits.sha256"):
+            assert (work / d / name).read_bytes() == (local / d / name).read_bytes(), f"{d}/{name}"
 
 
 def test_tables_and_must_pass_claims_match(cluster_run, campaign):
-    work, _ = cluster_run
+    work, _, _ = cluster_run
     local, _ = campaign
     cols = ["arm_row", "r", "capacity_chunks", "opt_misses", "opt_bytes_per_pass"]
     a = pd.read_csv(work / "results" / "tables" / "pager-synthetic.csv")

@@ -32,9 +32,15 @@ def test_the_slurm_profile_gives_every_run_cell_and_only_those_a_whole_node():
     assert cells and exclusive == cells, f"cells without a node: {cells - exclusive}; not cells: {exclusive - cells}"
 
 
-def test_the_node_rules_exist_and_none_is_a_run_cell():
+def snakefile_node_rules() -> set[str]:
+    """The Snakefile's own NODE_RULES (the studies add theirs: studies.node_rules())."""
     text = (ROOT / "Snakefile").read_text()
-    node = set(re.findall(r'"(\w+)"', text[text.index("NODE_RULES = {"):text.index("}", text.index("NODE_RULES = {"))]))
+    start = text.index("NODE_RULES = {")
+    return set(re.findall(r'"(\w+)"', text[start:text.index("}", start)]))
+
+
+def test_the_node_rules_exist_and_none_is_a_run_cell():
+    node = snakefile_node_rules()
     known = rules()
     assert node and node <= set(known), f"unknown rules in NODE_RULES: {node - set(known)}"
     assert not [n for n in node if '"residency run ' in known[n]]
