@@ -27,15 +27,8 @@ def tiny_config(build_dir: str) -> dict:
     ps["main"].update(ratios=[0.5, 0.75], reps=2)
     ps["stress"].update(threads=[2], compute_us=[0, 50], reps=2)
     pm = cfg["pager_model"]
-    # One llama.cpp compute thread in every generating cell (pager_model's also serves the
-    # tasks, the certificate and the probes): make test's two pytest workers share two cores,
-    # and llama.cpp's threads wait for each other at every graph node, so two of them beside
-    # other cells ran about 3x slower (three runs of one tiny pager_model cell side by side
-    # beside a build: 1.85-3.42 s with two threads, 0.63-0.90 s with one, 2026-12-07). The
-    # pager under two compute threads on a llama.cpp model is the engine tests' (llama_test,
-    # generate_*_test: --threads 2, in the Release and ASan+UBSan lanes) and make figures'.
     pm.update(models=["synthetic-dense"], tokens=4, ctx=64, chunk_bytes=1 << 20, huge_chunks="off", ratios=[0.5, 0.75], reps=2,
-              baseline_reps=2, roofline_reps=2, eager_reconcile=True, threads=1)
+              baseline_reps=2, roofline_reps=2, eager_reconcile=True)
     # The watchdog stays the default config's (300 s): arm A at its limit thrashes the page cache,
     # and on a loaded machine one step took over 60 s (bench/loaded_campaigns.py, 2026-12-04).
     # F's eight 1 MiB windows come out of the same budget as D's one: 0.5 of this small model
@@ -49,10 +42,10 @@ def tiny_config(build_dir: str) -> dict:
     cfg["tasks"].update(n=2, tokens=4, ctx=512)
     # Two pairs (the alternation) on the tiny dense model: 8 layers of about 50 chunks; 16 each fit 12 MB.
     cfg["cache_transfer"].update(model="synthetic-dense", prompts=["Hello", "Goodbye"], tokens=4, ctx=64, k=16,
-                                 budget_bytes=12_000_000, watchdog_s=60, threads=1)
+                                 budget_bytes=12_000_000, watchdog_s=60)
     # Speculative decoding on the same tiny model and budget, six outputs.
     cfg["speculative"].update(model="synthetic-dense", prompt="Hello", tokens=6, ctx=64, budget_bytes=12_000_000,
-                              watchdog_s=60, threads=1)
+                              watchdog_s=60)
     # C8's pair on a smaller sparse MoE (two layers, about 28 MB), four outputs.
     cfg["models"]["synthetic"]["sparse-moe"]["n_layer"] = 2
     cfg["bounded_source"].update(tokens=4)
