@@ -92,3 +92,20 @@ def test_rows_carry_the_llama_build_and_the_content_checks(tmp_path):
     analysis.analyse_pager_synthetic(out, tmp_path / "opt.parquet", tmp_path / "det.parquet")
     opt = pd.read_parquet(tmp_path / "opt.parquet")
     assert (opt["llama_build_sha256"] == llama_build.build_digest(ident)).all()
+
+
+def test_a_killed_run_without_a_chunk_size_gets_no_opt_and_stops_nothing(tmp_path):
+    """An OOM-killed cell has no run.json, so its gathered row has a budget but no chunk size
+    (seen for arm A at its limit in the tiny campaign, 2026-12-07: the analysis stopped on it)."""
+    runs_p = tmp_path / "runs.parquet"
+    gather.gather_pager_synthetic(campaign(tmp_path), region_identity(tmp_path), runs_p)
+    df = pd.read_parquet(runs_p)
+    killed = df.index[(df["arm"] == "kernel-mmap") & (df["rep"] == 1)][0]
+    df.loc[killed, ["chunk_bytes", "status"]] = [None, "oom-killed"]
+    df.to_parquet(runs_p)
+    analysis.analyse_pager_synthetic(runs_p, tmp_path / "opt.parquet", tmp_path / "det.parquet")
+    opt = pd.read_parquet(tmp_path / "opt.parquet").set_index("run_dir")
+    row = opt.loc[df.loc[killed, "run_dir"]]
+    assert pd.isna(row["capacity_chunks"]) and pd.isna(row["nominal_capacity_chunks"]) and pd.isna(row["opt_misses"])
+    others = opt.drop(index=df.loc[killed, "run_dir"])
+    assert others["capacity_chunks"].notna().all() and others["opt_misses"].notna().all()

@@ -64,9 +64,15 @@ DETERMINISM_SCHEMA = pa.schema([
 ] + [(c, pa.string()) for c in IDENTITY])
 
 
+def _nominal(row) -> int | None:
+    """The budget in chunks; None without both (a killed run has no run.json, so no chunk size)."""
+    budget, chunk = row["budget_bytes"], row["chunk_bytes"]
+    return int(budget // chunk) if pd.notna(budget) and pd.notna(chunk) and budget and chunk else None
+
+
 def _capacity(row) -> int | None:
     if row["arm"] == KERNEL_MMAP:
-        return int(row["budget_bytes"] // row["chunk_bytes"]) if row["budget_bytes"] else None
+        return _nominal(row)
     return int(row["budget_chunks"]) if pd.notna(row["budget_chunks"]) else None
 
 
@@ -89,7 +95,7 @@ def opt_table(runs: pd.DataFrame, keys=SYNTHETIC_KEYS, cyclic=True,
     for _, row in runs.iterrows():
         trace_path = Path(row["run_dir"]) / "trace.bin"
         cap = _capacity(row) if pd.notna(row["budget_bytes"]) else None
-        nominal = int(row["budget_bytes"] // row["chunk_bytes"]) if pd.notna(row["budget_bytes"]) and row["chunk_bytes"] else None
+        nominal = _nominal(row)
         opt = opt_nom = closed = held = None
         tensor_held = (None, None)
         if trace_path.exists() and cap:

@@ -49,10 +49,12 @@ KERNEL_BASELINE_PREMISE_R1 = {
                 "budget\"; \"Give the kernel more budget and tokens/s does not move\": a budget below the model"),
 }
 
+# The claims whose cells run under a calibrated hard limit: both reserve revisions apply to them.
+RESERVED = ("P1", "P2", "P3", "P5", "P8", "P9", "C2", "C5", "C6", "C8", "C11")
 # Shared revision -> the claims it applies to (docs/protocol-revisions.md, each one's "Claims").
 SHARED = (
-    (HARNESS_RESERVE_R1, ("P1", "P2", "P3", "P5", "P8", "P9", "C2", "C5", "C6", "C8", "C11")),
-    (HARNESS_RESERVE_R2, ("P1", "P2", "P3", "P5", "P8", "P9", "C2", "C5", "C6", "C8", "C11")),
+    (HARNESS_RESERVE_R1, RESERVED),
+    (HARNESS_RESERVE_R2, RESERVED),
     (CHUNK_SCALE_R1, ("P7", "P8", "P9", "C9", "P2", "P6", "P10", "P11", "C2", "C10")),
     (KERNEL_BASELINE_PREMISE_R1, ("P2", "P9")),
 )
