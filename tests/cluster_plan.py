@@ -6,10 +6,11 @@ cgroups made inside the job, the same outputs as locally) on one job of every ru
 SLURM, in a copy of that local campaign:
 
 - a *leaf* job (nothing that runs on a node depends on it, even through files-only steps) is
-  deleted from the copy, and `snakemake figures` through the SLURM profile runs it again, with
-  everything files-only after it (gathers, tables, claims);
+  removed from the copy and forced again (--forcerun: a missing output alone does not make
+  Snakemake rerun a job whose dependents are up to date) by `snakemake figures` through the
+  SLURM profile, with everything files-only after it (gathers, tables, claims);
 - a rule with no leaf job (calibrations, regions, models: every cell depends on them) has one
-  job forced again, as its own target, after that.
+  job removed and forced again, as its own target, after that.
 
 So every such rule runs once on SLURM, and nothing is run twice that only repeats the local
 run. The builds (the engine, llama.cpp) are left out: the test's campaign reuses the build
@@ -78,7 +79,7 @@ def _pick(candidates: list[Job]) -> Job:
 
 @dataclass(frozen=True)
 class Plan:
-    rerun: tuple[Job, ...]   # leaves: deleted from the copy, run again by `snakemake figures`
+    rerun: tuple[Job, ...]   # leaves: removed from the copy, forced again by `snakemake figures`
     forced: tuple[Job, ...]  # one job of each rule without a leaf, forced as its own target
 
     def jobs(self) -> tuple[Job, ...]:
