@@ -131,3 +131,47 @@ def test_a_killed_harness_leaves_a_cgroup_the_next_run_sweeps(tmp_path):
     assert left.exists()
     rec = harness.run([fake_engine(tmp_path, "pass")], tmp_path / "r2", limit_bytes=64 << 20)
     assert left.name in rec["host"]["swept_cgroups"] and not left.exists()
+
+
+HOLDER = """import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+open(sys.argv[3], "w").write(repr(time.time()))  # before the lock goes with the process
+"""
+
+
+def hold_host_lock(tmp_path, seconds: float):
+    """Another process holding the host's run-cell lock (a test's own file) for `seconds`."""
+    import subprocess
+
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "host.lock"), str(seconds),
+                          str(tmp_path / "released")], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_cell_waits_for_another_cell_on_the_host(tmp_path, monkeypatch, capfd):
+    """Run cells of two processes (two campaigns, two test workers) never overlap: the engine
+    starts after the other holder let go, and the wait is recorded and said."""
+    monkeypatch.setenv("RESIDENCY_HOST_LOCK", str(tmp_path / "host.lock"))
+    holder = hold_host_lock(tmp_path, 1.0)
+    eng = fake_engine(tmp_path, f"import time\nopen({str(tmp_path / 'started')!r}, 'w').write(repr(time.time()))")
+    rec = harness.run([eng], tmp_path / "run", limit_bytes=None)
+    holder.wait()
+    assert rec["status"] == "ok"
+    assert float((tmp_path / "started").read_text()) >= float((tmp_path / "released").read_text())
+    assert rec["host"]["lock_wait_s"] > 0
+    assert "waiting for another run cell on this host" in capfd.readouterr().err
+
+
+def test_a_killed_holder_of_the_host_lock_blocks_nobody(tmp_path, monkeypatch):
+    import signal
+
+    monkeypatch.setenv("RESIDENCY_HOST_LOCK", str(tmp_path / "host.lock"))
+    holder = hold_host_lock(tmp_path, 600)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    rec = harness.run([fake_engine(tmp_path, "pass")], tmp_path / "run", limit_bytes=None)
+    assert rec["status"] == "ok" and not (tmp_path / "released").exists()

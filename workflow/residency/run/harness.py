@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from residency.core import atomic, manifest
-from residency.run import nvml, reclaim, swap
+from residency.run import host_lock, nvml, reclaim, swap
 from residency.run.cgroup import PAGE, Cgroup, CgroupUnavailable, locate, sweep_stale
 from residency.core.identity import sha256_file
 
@@ -120,14 +120,15 @@ def run(
         why = _reclaim_unavailable(cgroup_mode, cgroup_parent)
         if why:
             return _unavailable_record(out, cmd, binary, engine_sha, meta, why)
-    swept_swap = _sweep_swap(pressure)
-    with _swap_for(pressure, out) as swapfile:
-        cg, reason, swept = _make_cgroup(cgroup_mode, cgroup_parent, limit_bytes, pressure, out)
-        for path in drop_cache or []:
-            _drop_page_cache(path)
-        started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        gpu = nvml.Observer(gpu_declared_bytes, gpu_interval_s)
-        proc, rusage, wall_s, counters, authority, rc = _execute(cmd, out, cg, pressure, gpu)
+    with host_lock.held() as lock_wait_s:
+        swept_swap = _sweep_swap(pressure)
+        with _swap_for(pressure, out) as swapfile:
+            cg, reason, swept = _make_cgroup(cgroup_mode, cgroup_parent, limit_bytes, pressure, out)
+            for path in drop_cache or []:
+                _drop_page_cache(path)
+            started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            gpu = nvml.Observer(gpu_declared_bytes, gpu_interval_s)
+            proc, rusage, wall_s, counters, authority, rc = _execute(cmd, out, cg, pressure, gpu)
 
     code = proc.returncode
     stderr_text = (out / STDERR_FILE).read_text(errors="replace")
@@ -168,6 +169,7 @@ def run(
             "authority": asdict(authority) if authority is not None and (limit_bytes is not None or pressure) else None,
             "swept_cgroups": swept,
             "swept_swap": swept_swap,
+            "lock_wait_s": round(lock_wait_s, 3),  # waiting for another run cell on this host (host_lock)
             "reclaim": rc,
             "swap": asdict(swapfile) if swapfile else None,
         },
