@@ -132,20 +132,7 @@ def run(
 
     code = proc.returncode
     stderr_text = (out / STDERR_FILE).read_text(errors="replace")
-    if code == 2:
-        line = next((l for l in stderr_text.splitlines() if l.strip()), "residctl exited with status 2")
-        shutil.rmtree(out, ignore_errors=True)
-        raise HarnessError(line)
-
-    term_signal = -code if code < 0 else None
-    oom = bool(counters and counters.oom_kills)
-    if code == 0:
-        status_word = "ok"
-    elif term_signal is not None:
-        status_word = "oom-killed" if oom else f"killed-{signal.Signals(term_signal).name}"
-    else:
-        status_word = "failed"
-
+    status_word, term_signal = _outcome(code, counters, stderr_text, out)
     grade, reason = _grade(cg, limit_bytes if pressure is None else pressure.high_bytes, authority, reason)
 
     record = {
@@ -182,6 +169,22 @@ def run(
     atomic.write_json(out / HARNESS_FILE, record)
     manifest.write(out)
     return record
+
+
+def _outcome(code: int, counters, stderr_text: str, out: Path) -> tuple[str, int | None]:
+    """(status word, terminating signal) of the engine's exit. Its bad-input exit (2) is the
+    harness's error too: one line, nothing left in DIR."""
+    if code == 2:
+        line = next((l for l in stderr_text.splitlines() if l.strip()), "residctl exited with status 2")
+        shutil.rmtree(out, ignore_errors=True)
+        raise HarnessError(line)
+    term_signal = -code if code < 0 else None
+    if code == 0:
+        return "ok", None
+    if term_signal is not None:
+        oom = bool(counters and counters.oom_kills)
+        return ("oom-killed" if oom else f"killed-{signal.Signals(term_signal).name}"), term_signal
+    return "failed", None
 
 
 def _reclaim_unavailable(cgroup_mode: str, cgroup_parent: str | None) -> str | None:
