@@ -3,8 +3,9 @@
 Snakemake's `storage_exclusive` resource keeps a campaign's run cells apart only within one
 Snakemake process: two campaigns on one host (two checkouts, two configs, make test's two
 workers) would run cells side by side, each then measuring the other's reads and compute
-threads (llama.cpp's threads spin at every barrier while a peer is descheduled: a tiny cell
-took 1.85-3.42 s beside two others, 0.63-0.90 s alone, 2026-12-07). The harness therefore
+threads (llama.cpp's threads spin at every barrier while a peer is descheduled: three runs of
+one tiny cell side by side took 1.85-3.42 s each with two compute threads, 0.63-0.90 s with
+one, 2026-12-07). The harness therefore
 holds an exclusive `flock` on one host-wide file from its cgroup's creation to its removal.
 The kernel releases the lock when its holder dies, so a killed harness leaves nothing to
 clear. `RESIDENCY_HOST_LOCK` names another file (a test's own, so it waits on nobody).
