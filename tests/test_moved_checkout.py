@@ -46,3 +46,19 @@ def test_a_cache_of_this_path_is_kept(tmp_path):
     p = configure(here, str(CONFIGURE))
     assert p.returncode == 0 and "cmake-configure:" not in p.stderr, p.stderr
     assert (here / ".build/engine/CMakeCache.txt").stat().st_ino == stamp
+
+
+def test_a_cache_of_another_generator_is_configured_afresh(tmp_path):
+    """A build directory from before the builds used Ninja: plain CMake refuses the generator change."""
+    here = checkout(tmp_path / "here")
+    made = subprocess.run(["cmake", "-G", "Unix Makefiles", "-S", "engine", "-B", ".build/engine"], cwd=here,
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    plain = subprocess.run(["cmake", "-G", "Ninja", "-S", "engine", "-B", ".build/engine"], cwd=here,
+                           capture_output=True, text=True)
+    assert plain.returncode != 0 and "Does not match the generator used previously" in plain.stderr, plain.stderr
+    p = configure(here, str(CONFIGURE))
+    assert p.returncode == 0, p.stderr
+    assert [ln for ln in p.stderr.splitlines() if ln.startswith("cmake-configure:")] == [
+        "cmake-configure: .build/engine was configured for Unix Makefiles; configuring it afresh for Ninja"], p.stderr
+    assert "CMAKE_GENERATOR:INTERNAL=Ninja" in (here / ".build/engine/CMakeCache.txt").read_text()

@@ -3,7 +3,7 @@
 # Debian/Ubuntu and we are root, otherwise stop with the exact command to run.
 set -euo pipefail
 
-pkgs_debian=(g++ cmake make pkg-config liburing-dev libxxhash-dev fio libgtest-dev nlohmann-json3-dev libcli11-dev)
+pkgs_debian=(g++ cmake ninja-build make pkg-config liburing-dev libxxhash-dev fio libgtest-dev nlohmann-json3-dev libcli11-dev)
 
 missing=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -11,6 +11,7 @@ have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
 
 have_cmd g++ || missing+=(g++)
 have_cmd cmake || missing+=(cmake)
+have_cmd ninja || missing+=(ninja-build)
 have_cmd make || missing+=(make)
 have_cmd pkg-config || missing+=(pkg-config)
 have_cmd fio || missing+=(fio)
