@@ -97,6 +97,9 @@ struct PagerStats {
   uint64_t move_fallbacks = 0;   // fills where UFFDIO_MOVE failed (COPY took over)
   uint64_t move_busy_fallbacks = 0;  // of those, the ones still EBUSY after the retries (transient)
   int move_first_errno = 0;
+  uint64_t move_recycles = 0;    // evictions whose pages went back to an empty window (region.hpp)
+  uint64_t recycle_misses = 0;   // evictions that tried and were refused (the window refilled: EEXIST), then discarded
+  int recycle_first_errno = 0;   // of a refused recycle, or of a window's registration
   uint64_t collapses = 0, collapse_failures = 0;
   int collapse_first_errno = 0;
   // The fill machinery (every fill is a Plan bundle).

@@ -59,6 +59,8 @@ Pager::~Pager() {
     shutdown();
   } catch (...) {
   }
+  // Before the filler's source unmaps its windows (Region::release_windows).
+  if (region_) region_->release_windows();
 }
 
 uint64_t Pager::chunk_length(ChunkId c) const { return region_->chunk_length(c); }

@@ -3,6 +3,7 @@
 #include "pager/region.hpp"
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +43,7 @@ Region::Geometry Region::geometry(const PagerConfig& cfg, const Source& source) 
   g.chunk_pages = cfg.chunk_size / g.page;
   g.registered_bytes = (g.file_bytes + g.page - 1) / g.page * g.page;
   g.mapped_bytes = n * cfg.chunk_size;
+  g.windows = static_cast<uint32_t>(source.window_count());
   return g;
 }
 
@@ -51,6 +53,10 @@ Region::Region(PagerShared& sh, const Geometry& g) : sh_(sh), g_(g) {
   map_region();
   register_region();
   sh_.books.init(g_.chunks, g_.chunk_pages, g_.registered_bytes / g_.page);
+  if (sh_.cfg.huge == HugeChunks::Move) {
+    spares_.reserve(g_.windows);
+    moved_whole_.assign(g_.chunks, 0);
+  }
 }
 
 Region::~Region() {
@@ -198,6 +204,78 @@ void Region::finish_registration() {
     uffdio_range r{reinterpret_cast<uintptr_t>(base_ + p * g_.page), (q - p) * g_.page};
     ::ioctl(uffd_.fd(), UFFDIO_UNREGISTER, &r);
   });
+  release_windows();
+}
+
+void Region::release_windows() {
+  for (Spare& s : spares_) {
+    if (!s.registered) continue;
+    uffdio_range r{reinterpret_cast<uintptr_t>(s.addr), sh_.cfg.chunk_size};
+    ::ioctl(uffd_.fd(), UFFDIO_UNREGISTER, &r);
+    s.registered = s.empty = false;
+  }
+}
+
+Region::Spare* Region::spare_of_locked(const std::byte* data) {
+  for (Spare& s : spares_)
+    if (data >= s.addr && data < s.addr + sh_.cfg.chunk_size) return &s;
+  return nullptr;
+}
+
+void Region::note_moved_out_locked(const std::byte* window) {
+  Spare* s = spare_of_locked(window);
+  if (!s) {
+    if (spares_.size() == spares_.capacity()) return;  // more windows than the source said: none kept
+    spares_.push_back({const_cast<std::byte*>(window), false, false});
+    s = &spares_.back();
+    uffdio_register reg{};
+    reg.range.start = reinterpret_cast<uintptr_t>(window);
+    reg.range.len = sh_.cfg.chunk_size;
+    reg.mode = UFFDIO_REGISTER_MODE_WP;
+    const bool ok = ::ioctl(uffd_.fd(), UFFDIO_REGISTER, &reg) == 0;
+    const int e = ok ? EINVAL : errno;  // registered without MOVE offered: EINVAL
+    if (!ok || !(reg.ioctls & (1ULL << _UFFDIO_MOVE))) {
+      if (ok) ::ioctl(uffd_.fd(), UFFDIO_UNREGISTER, &reg.range);
+      if (!sh_.st.recycle_first_errno) sh_.st.recycle_first_errno = e;
+      return;  // kept unregistered: never a recycling target
+    }
+    s->registered = true;
+  }
+  s->empty = s->registered;
+}
+
+bool Region::recycle_locked(ChunkId c) {
+  if (moved_whole_.empty() || !moved_whole_[c]) return false;
+  moved_whole_[c] = 0;
+  if (sh_.books[c].mapped_pages != g_.chunk_pages) return false;
+  Spare* s = nullptr;
+  for (Spare& x : spares_) {
+    if (!x.registered || !x.empty) continue;
+    // The hint is stale once a read went into the window (several windows, reads in flight):
+    // its first page is present again then.
+    unsigned char v = 0;
+    if (::mincore(x.addr, g_.page, &v) == 0 && (v & 1)) {
+      x.empty = false;
+      continue;
+    }
+    s = &x;
+    break;
+  }
+  if (!s) return false;
+  s->empty = false;  // full after the move; on a refusal, refilled (EEXIST) or not to be tried again
+  uffdio_move mv{};
+  mv.dst = reinterpret_cast<uintptr_t>(s->addr);
+  mv.src = reinterpret_cast<uintptr_t>(base_ + first_page(c) * g_.page);
+  mv.len = sh_.cfg.chunk_size;
+  mv.mode = UFFDIO_MOVE_MODE_DONTWAKE;  // nothing waits on a window
+  if (::ioctl(uffd_.fd(), UFFDIO_MOVE, &mv) == 0) {
+    ++sh_.st.move_recycles;
+    return true;
+  }
+  const int e = errno;
+  ++sh_.st.recycle_misses;
+  if (!sh_.st.recycle_first_errno) sh_.st.recycle_first_errno = e;
+  return false;  // the caller discards what is left of the chunk
 }
 
 std::optional<uint64_t> Region::smaps_bytes(const char* field) const {
@@ -233,6 +311,8 @@ bool Region::publish(ChunkId c, const std::byte* data, uint64_t data_len) {
     std::lock_guard lk(sh_.mu);
     if (e == 0) {
       ++sh_.st.move_fills;
+      moved_whole_[c] = 1;
+      note_moved_out_locked(data);
       return true;
     }
     ++sh_.st.move_fallbacks;
@@ -240,6 +320,11 @@ bool Region::publish(ChunkId c, const std::byte* data, uint64_t data_len) {
     if (!sh_.st.move_first_errno) sh_.st.move_first_errno = e;
     // What was moved is in place (whole pages); copy the rest from the window.
     from = moved / g_.page;
+  }
+  if (!moved_whole_.empty()) {
+    std::lock_guard lk(sh_.mu);
+    moved_whole_[c] = 0;
+    if (Spare* s = spare_of_locked(data)) s->empty = false;  // the read refilled it
   }
   return copy_pages(c, data, from);
 }
@@ -357,6 +442,7 @@ ChunkId Region::chunk_of(uintptr_t addr) const {
 }
 
 void Region::discard(ChunkId c) {
+  if (recycle_locked(c)) return;
   // Cannot fail on a mapped range; a concurrent unmap only removes pages sooner.
   const uint64_t p0 = first_page(c);
   for_each_mapped_run(sh_.books.holes(), p0, p0 + pages_in(c), [&](uint64_t p, uint64_t q) {

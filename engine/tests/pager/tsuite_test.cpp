@@ -682,7 +682,13 @@ TEST_P(TSuiteHuge, HugeChunksAreExactAccountedAndEvictedWhole) {
     if (GetParam() == HugeChunks::Move) {
       EXPECT_EQ(st.move_fills + st.move_fallbacks, whole_fills) << to_string(engine);
       EXPECT_GT(st.move_fills, 0u) << "UFFDIO_MOVE never succeeded (first errno " << st.move_first_errno << ")";
+      // Every eviction of a chunk that came in by a whole move gives its huge page back to the
+      // one window, which a move emptied and no read refilled before the eviction: no refusal.
+      EXPECT_GT(st.move_recycles, 0u) << "no eviction was recycled (first errno " << st.recycle_first_errno << ")";
+      EXPECT_EQ(st.recycle_misses, 0u) << "first errno " << st.recycle_first_errno;
+      EXPECT_LE(st.move_recycles, st.evictions);
     } else {
+      EXPECT_EQ(st.move_recycles, 0u);
       EXPECT_EQ(st.collapses + st.collapse_failures, whole_fills) << to_string(engine);
       EXPECT_GT(st.collapses, 0u) << "MADV_COLLAPSE never succeeded (first errno " << st.collapse_first_errno << ")";
     }
