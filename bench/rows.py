@@ -9,7 +9,8 @@ and `note`. A row of the same name replaces the earlier one; the file is rewritt
 atomically. `make bench` starts from an empty file, so it holds one run's rows.
 
     bench/rows.py table                   # print the Markdown table of the rows
-    bench/rows.py table --update FILE     # rewrite FILE's table between its bench markers
+    bench/rows.py table --update FILE     # rewrite FILE's table between its bench markers, after the
+                                          # run's conditions (bench/conditions.py) when they were taken
     bench/rows.py add NAME RATIO TARGET BOUND [--pairs X ...] [--why TEXT] [--note TEXT]
 """
 
@@ -96,13 +97,15 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def update(doc: Path, rows: list[dict]) -> None:
+def update(doc: Path, rows: list[dict], lead: str = "") -> None:
+    """Rewrite the table between doc's markers; `lead` (a line) opens it."""
     text = doc.read_text()
     if BEGIN not in text or END not in text:
         raise BenchRowError(f"{doc}: no bench table markers ({BEGIN} ... {END})")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    atomic.write_text(doc, f"{head}{BEGIN}\n{table(rows)}{END}{tail}")
+    lead = f"{lead}\n" if lead else ""
+    atomic.write_text(doc, f"{head}{BEGIN}\n{lead}{table(rows)}{END}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         rows = read()
         if args.update:
-            update(args.update, rows)
+            import conditions  # here, not above: conditions imports this module
+
+            cond = conditions.path()
+            update(args.update, rows, conditions.line(json.loads(cond.read_text())) if cond.exists() else "")
         else:
             sys.stdout.write(table(rows))
         return 0

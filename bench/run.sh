@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make bench: every benchmark in one run, its rows in results/bench/bench.json (bench/rows.py)
-# and the table of docs/benchmarks.md rewritten from them.
+# make bench: every benchmark in one run, its rows in results/bench/bench.json (bench/rows.py),
+# the machine's CPU shares over the run in results/bench/conditions.json (bench/conditions.py),
+# and the table of docs/benchmarks.md rewritten from both.
 #
 # A fair fio comparison needs fio's buffers on huge pages, as residctl's windows are. As root,
 # when no hugetlbfs mount has enough free huge pages, this reserves them and mounts one for
@@ -38,13 +39,15 @@ if [[ -z "$huge" || "${free_pages:-0}" -lt "$pages" ]]; then
   huge=""
 fi
 
-rm -f results/bench/bench.json
+rm -f results/bench/bench.json results/bench/conditions.json
+"$py" bench/conditions.py start  # the machine's CPU counters now and at the end (other tenants' steal)
 "$py" bench/pager_model.py ${huge:+--hugetlbfs "$huge"}
 "$py" bench/consumption.py
 "$py" bench/matched_overlap.py
 "$py" bench/pager_nice.py
 engine/bench/stream_vs_fio.sh ${huge:+--hugetlbfs "$huge"}
 echo
+"$py" bench/conditions.py end
 echo "bench rows (results/bench/bench.json):"
 "$py" bench/rows.py table
 "$py" bench/rows.py table --update docs/benchmarks.md
